@@ -33,7 +33,7 @@ struct YarnConfig {
 
 struct ModelConfig {
     int64_t vocab_size = 0;
-    int64_t hidden_size = 0;         // D
+    int64_t hidden_size = 0; // D
     int64_t num_hidden_layers = 0;
     int64_t num_attention_heads = 0; // H
     int64_t num_key_value_heads = 1; // always 1 (shared K=V)
@@ -49,12 +49,12 @@ struct ModelConfig {
     double routed_scaling_factor = 1.0;
     double swiglu_limit = 0.0; // 0 = no clamp
     int64_t sliding_window = 0;
-    std::vector<AttentionType> layer_types;  // [num_hidden_layers]
-    std::vector<int64_t> compress_ratios;    // [num_hidden_layers]: 0, or the layer's compression ratio m
-    std::vector<MlpType> mlp_layer_types;    // [num_hidden_layers]
-    double rope_theta = 10000.0;             // main table (sliding layers)
-    double compress_rope_theta = 160000.0;   // compress table (CSA/HCA layers, compressors, indexer)
-    YarnConfig yarn;                         // applies to the compress table only
+    std::vector<AttentionType> layer_types; // [num_hidden_layers]
+    std::vector<int64_t> compress_ratios;   // [num_hidden_layers]: 0, or the layer's compression ratio m
+    std::vector<MlpType> mlp_layer_types;   // [num_hidden_layers]
+    double rope_theta = 10000.0;            // main table (sliding layers)
+    double compress_rope_theta = 160000.0;  // compress table (CSA/HCA layers, compressors, indexer)
+    YarnConfig yarn;                        // applies to the compress table only
     int64_t max_position_embeddings = 0;
     int64_t index_n_heads = 0;
     int64_t index_head_dim = 0;
@@ -71,7 +71,8 @@ struct ModelConfig {
 
     // Parse and validate; errors name the file and the field.
     static core::Result<ModelConfig> from_json_file(const std::string& path);
-    static core::Result<ModelConfig> from_json_string(const std::string& json, const std::string& source_name);
+    static core::Result<ModelConfig> from_json_string(const std::string& json,
+                                                      const std::string& source_name);
     core::Status validate(const std::string& source_name) const;
 };
 

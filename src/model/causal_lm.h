@@ -1,0 +1,38 @@
+#pragma once
+// What the engine needs from a model family: KV sizing, KV storage, and a batched forward over a ragged
+// ForwardBatch. The engine speaks token ids and block ids only; the model owns what a block contains.
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "model/forward_batch.h"
+
+namespace deepinfer::model {
+
+struct KvCacheSpec {
+    int64_t block_size = 256; // positions per block; the model rejects sizes that are not multiples of its
+                              // compression ratios
+    int64_t num_blocks = 0;   // usable blocks (the model adds one scratch block)
+    int32_t num_slots = 0;    // usable per-sequence slots (the model adds one scratch slot)
+};
+
+class CausalLm {
+public:
+    virtual ~CausalLm() = default;
+
+    virtual int64_t vocab_size() const = 0;
+    virtual int64_t eos_token_id() const = 0;
+    // Bytes per block and per slot for a block size, so the engine can size the pool from a memory budget.
+    virtual core::Result<KvGeometry> kv_geometry(int64_t block_size) const = 0;
+    // Allocate (or reallocate) the block pool and the slots. Everything previously stored is dropped.
+    virtual core::Status init_kv_cache(const KvCacheSpec& spec) = 0;
+
+    // Runs one step. logits: [batch.logits_rows.size(), vocab_size()] row-major, written by the model.
+    virtual core::Status forward(const ForwardBatch& batch, float* logits) = 0;
+
+    // Copy-on-write support for sequences that share a partially filled block or fork a slot (n > 1).
+    virtual void copy_block(int32_t src, int32_t dst) = 0;
+    virtual void copy_slot(int32_t src, int32_t dst) = 0;
+};
+
+} // namespace deepinfer::model
