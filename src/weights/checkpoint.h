@@ -30,10 +30,10 @@ class SafetensorsFile; // one mmapped file (safetensors.h)
 
 // How quantized linear weights are laid out, from config.json's quantization_config (absent = none).
 struct QuantizationConfig {
-    bool fp8 = false;          // linear weights may be F8_E4M3 with `.scale` e8m0 blocks
-    int block_rows = 128;      // weight_block_size[0]
-    int block_cols = 128;      // weight_block_size[1]
-    int fp4_group = 32;        // routed experts: packed fp4 with e8m0 scales per fp4_group inputs
+    bool fp8 = false;     // linear weights may be F8_E4M3 with `.scale` e8m0 blocks
+    int block_rows = 128; // weight_block_size[0]
+    int block_cols = 128; // weight_block_size[1]
+    int fp4_group = 32;   // routed experts: packed fp4 with e8m0 scales per fp4_group inputs
 };
 
 class Checkpoint {
@@ -48,7 +48,8 @@ public:
 
     // The tensor `name` as a view, checked against the expected dtype and shape; the error names the
     // file and the tensor.
-    core::Result<core::TensorView> tensor(std::string_view name, core::DType dtype, const core::Shape& shape) const;
+    core::Result<core::TensorView> tensor(std::string_view name, core::DType dtype,
+                                          const core::Shape& shape) const;
 
     // A linear weight [rows = out, cols = in] named `<prefix>.weight`, in whatever format is stored:
     // F32/BF16/F16 as is; F8_E4M3 with `<prefix>.scale` e8m0 [ceil(rows/br), ceil(cols/bc)];
