@@ -1,0 +1,16 @@
+#pragma once
+// The lightning indexer's selection for one query: score(w) = sum_h wI_h * ReLU(qI_h . K_w) * d_I^-1/2
+// over the visible entries w < n_visible, then the top min(index_topk, n_visible) (returned ascending).
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace deepinfer::model::deepseek_v4 {
+
+// q [H_I, d_I] (post RoPE); weights [H_I] (already scaled by H_I^-1/2); key(w) -> [d_I].
+std::vector<int32_t> indexer_select(const float* q, const float* weights, int64_t n_heads, int64_t head_dim,
+                                    int64_t n_visible, int64_t index_topk,
+                                    const std::function<const float*(int64_t)>& key);
+
+} // namespace deepinfer::model::deepseek_v4
