@@ -40,6 +40,10 @@ void rope(float* x, int64_t n, int64_t ld, int64_t dim, int64_t rope_dim, const 
 void softmax(float* x, int64_t n);
 // Indices of the k largest entries, by descending value; ties go to the lower index.
 void topk(const float* x, int64_t n, int64_t k, int32_t* idx);
+// The set torch.topk(largest=True) selects on CPU, ties included: its algorithm run on (value, index)
+// pairs — std::partial_sort when k * 64 <= n, else std::nth_element at k - 1 — with "larger first"
+// (NaN largest). idx gets the k selected indices in that algorithm's order (unsorted).
+void topk_torch(const float* x, int64_t n, int64_t k, int32_t* idx);
 // out [n, table.cols] = rows ids[i] of the table.
 void embedding(const core::Weight& table, const int32_t* ids, int64_t n, float* out);
 } // namespace ref
@@ -73,6 +77,9 @@ inline void softmax(float* x, int64_t n) {
 }
 inline void topk(const float* x, int64_t n, int64_t k, int32_t* idx) {
     ref::topk(x, n, k, idx);
+}
+inline void topk_torch(const float* x, int64_t n, int64_t k, int32_t* idx) {
+    ref::topk_torch(x, n, k, idx);
 }
 inline void embedding(const core::Weight& table, const int32_t* ids, int64_t n, float* out) {
     ref::embedding(table, ids, n, out);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -77,6 +78,22 @@ void topk(const float* x, int64_t n, int64_t k, int32_t* idx) {
         return a < b;
     });
     std::copy(order.begin(), order.begin() + k, idx);
+}
+
+void topk_torch(const float* x, int64_t n, int64_t k, int32_t* idx) {
+    DI_CHECK(k >= 0 && k <= n);
+    if (k == 0) return;
+    using Elem = std::pair<float, int64_t>;
+    std::vector<Elem> q(n);
+    for (int64_t i = 0; i < n; ++i) q[i] = {x[i], i};
+    auto larger = [](const Elem& a, const Elem& b) {
+        return (std::isnan(a.first) && !std::isnan(b.first)) || (a.first > b.first);
+    };
+    if (k * 64 <= n)
+        std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
+    else
+        std::nth_element(q.begin(), q.begin() + (k - 1), q.end(), larger);
+    for (int64_t i = 0; i < k; ++i) idx[i] = static_cast<int32_t>(q[i].second);
 }
 
 } // namespace ref

@@ -119,7 +119,9 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
             for (int32_t i = 0; i < ch.num_tokens; ++i) {
                 const int64_t p = ch.start_pos + i, t = ch.token_offset + i;
                 auto key = [&](int64_t e) { return entry_ptr(cache, ctx.layer, CompressorKind::kIndexer, ch, e, m); };
-                picks[i] = indexer_select(iq.data() + t * HI * dI, iw.data() + t * HI, HI, dI, (p + 1) / m, topk, key);
+                const int64_t n_total = (ch.start_pos + ch.num_tokens) / m;
+                picks[i] = indexer_select(iq.data() + t * HI * dI, iw.data() + t * HI, HI, dI, (p + 1) / m, n_total,
+                                          topk, key);
                 if (indexer_topk)
                     for (size_t j = 0; j < picks[i].size(); ++j) indexer_topk[t * topk + j] = picks[i][j];
             }

@@ -69,9 +69,9 @@ Status bind_compressor(const weights::Checkpoint& ckpt, const std::string& p, co
     return Status();
 }
 
-Status bind_expert(const weights::Checkpoint& ckpt, const std::string& p, const ModelConfig& c,
+Status bind_expert(const weights::Checkpoint& ckpt, const std::string& p, const ModelConfig& c, int64_t inter,
                    ExpertWeights* out) {
-    const int64_t d = c.hidden_size, inter = c.moe_intermediate_size;
+    const int64_t d = c.hidden_size;
     DI_ASSIGN_OR_RETURN(out->w1, ckpt.weight(p + ".w1", inter, d, c.quant));
     DI_ASSIGN_OR_RETURN(out->w2, ckpt.weight(p + ".w2", d, inter, c.quant));
     DI_ASSIGN_OR_RETURN(out->w3, ckpt.weight(p + ".w3", inter, d, c.quant));
@@ -134,8 +134,12 @@ Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig&
     }
     f.experts.resize(c.n_routed_experts);
     for (int64_t e = 0; e < c.n_routed_experts; ++e)
-        DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".experts." + std::to_string(e), c, &f.experts[e]));
-    DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".shared_experts", c, &f.shared));
+        DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".experts." + std::to_string(e), c, c.moe_intermediate_size,
+                                       &f.experts[e]));
+    f.has_shared = c.n_shared_experts > 0;
+    if (f.has_shared)
+        DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".shared_experts", c, c.n_shared_experts * c.moe_intermediate_size,
+                                       &f.shared));
     return Status();
 }
 
@@ -146,7 +150,7 @@ int64_t vec_bytes(const std::vector<float>& v) {
 } // namespace
 
 int64_t ModelWeights::resident_weight_bytes() const {
-    int64_t b = embed.stored_bytes() + head.stored_bytes() + hc_head_fn.stored_bytes() + vec_bytes(hc_head_base) +
+    int64_t b = embed.stored_bytes() + (head.data == embed.data ? 0 : head.stored_bytes()) + hc_head_fn.stored_bytes() + vec_bytes(hc_head_base) +
                 vec_bytes(hc_head_scale) + vec_bytes(norm);
     auto comp = [](const CompressorWeights& c) {
         return c.wkv.stored_bytes() + c.wgate.stored_bytes() + vec_bytes(c.ape) + vec_bytes(c.norm);
@@ -165,7 +169,7 @@ int64_t ModelWeights::resident_weight_bytes() const {
         const MoeWeights& f = l.ffn;
         b += f.gate.stored_bytes() + vec_bytes(f.bias) + static_cast<int64_t>(f.tid2eid.size() * sizeof(int32_t));
         for (const ExpertWeights& e : f.experts) b += expert(e);
-        b += expert(f.shared);
+        if (f.has_shared) b += expert(f.shared);
     }
     return b;
 }
@@ -174,7 +178,11 @@ Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelCo
     ModelWeights w;
     const int64_t d = c.hidden_size;
     DI_ASSIGN_OR_RETURN(w.embed, ckpt.weight("embed", c.vocab_size, d, c.quant));
-    DI_ASSIGN_OR_RETURN(w.head, ckpt.weight("head", c.vocab_size, d, c.quant));
+    if (c.tie_word_embeddings) {
+        w.head = w.embed;
+    } else {
+        DI_ASSIGN_OR_RETURN(w.head, ckpt.weight("head", c.vocab_size, d, c.quant));
+    }
     DI_ASSIGN_OR_RETURN(w.norm, load_vector(ckpt, "norm.weight", d));
     DI_ASSIGN_OR_RETURN(w.hc_head_fn, load_f32_matrix(ckpt, "hc_head_fn", c.hc_mult, c.hc_mult * d));
     DI_ASSIGN_OR_RETURN(w.hc_head_base, load_vector(ckpt, "hc_head_base", c.hc_mult));

@@ -65,7 +65,8 @@ struct MoeWeights {
     std::vector<float> bias;       // [E] e_score_correction_bias (top-k layers)
     std::vector<int32_t> tid2eid;  // [vocab, K] (hash layers)
     std::vector<ExpertWeights> experts;
-    ExpertWeights shared;
+    bool has_shared = false;
+    ExpertWeights shared; // width n_shared_experts * moe_intermediate_size
 };
 
 struct LayerWeights {

@@ -11,7 +11,7 @@ namespace {
 
 // out [n, D] = clamped SwiGLU expert over x [n, D].
 void swiglu(const ModelConfig& c, const ExpertWeights& e, const float* x, int64_t n, float* out) {
-    const int64_t I = c.moe_intermediate_size;
+    const int64_t I = e.w1.rows;
     const float limit = static_cast<float>(c.swiglu_limit);
     std::vector<float> g(n * I), u(n * I); // [n, I]
     kernels::linear(x, n, e.w1, g.data());
@@ -51,7 +51,7 @@ void moe_forward(const ModelConfig& c, const MoeWeights& w, bool hash, const flo
             std::copy_n(w.tid2eid.data() + static_cast<int64_t>(token_ids[t]) * K, K, it);
         } else {
             for (int64_t e = 0; e < E; ++e) biased[e] = st[e] + w.bias[e];
-            kernels::topk(biased.data(), E, K, it);
+            kernels::topk_torch(biased.data(), E, K, it);
         }
         std::sort(it, it + K);
         float sum = 0.0f;
@@ -85,6 +85,7 @@ void moe_forward(const ModelConfig& c, const MoeWeights& w, bool hash, const flo
     }
 
     // Shared expert over the non-padding rows.
+    if (!w.has_shared) return;
     std::vector<int64_t> live;
     for (int64_t t = 0; t < T; ++t)
         if (!skip[t]) live.push_back(t);

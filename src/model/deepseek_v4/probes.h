@@ -18,3 +18,27 @@ struct ForwardProbes {
 };
 
 } // namespace deepinfer::model::deepseek_v4
+
+#include <string>
+
+#include "core/status.h"
+
+namespace deepinfer::model::deepseek_v4 {
+
+// Probes of a whole run (prefill chunks then decode steps of one sequence), rows concatenated in order.
+class ProbeLog {
+public:
+    void append(const ForwardProbes& p, const std::vector<int32_t>& token_ids);
+    int64_t rows() const { return static_cast<int64_t>(ids_.size()); }
+    const ForwardProbes& all() const { return all_; }
+    // Writes safetensors with the golden key names: ids I64 [N], hidden.{l} F32 [N, hc, D],
+    // router.{l} I64 [N, K], router_weights.{l} F32 [N, K], indexer_topk.{l} I64 [N, index_topk],
+    // final_hidden F32 [N, D].
+    core::Status write_safetensors(const std::string& path, int64_t hc, int64_t D, int64_t K, int64_t topk) const;
+
+private:
+    ForwardProbes all_;
+    std::vector<int32_t> ids_;
+};
+
+} // namespace deepinfer::model::deepseek_v4
