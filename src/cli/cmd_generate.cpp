@@ -26,7 +26,8 @@ core::Result<std::vector<int32_t>> parse_ids(const std::string& s) {
         const size_t j = s.find(',', i);
         const std::string tok = s.substr(i, j == std::string::npos ? std::string::npos : j - i);
         if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos || tok.size() > 9)
-            return core::invalid_argument("--prompt-ids: '" + tok + "' is not a token id (expected e.g. 1,2,3)");
+            return core::invalid_argument("--prompt-ids: '" + tok +
+                                          "' is not a token id (expected e.g. 1,2,3)");
         ids.push_back(std::stoi(tok));
         if (j == std::string::npos) break;
         i = j + 1;
@@ -41,9 +42,8 @@ int fail(const core::Status& s) {
 
 int run_generate(const std::vector<std::string>& argv) {
     using model::deepseek_v4::DeepseekV4Model;
-    auto args = Args::parse(argv, {"model", "prompt-ids", "max-tokens", "chunk-size", "block-size",
-                                   "dump-probes"},
-                            {"help"});
+    auto args = Args::parse(
+        argv, {"model", "prompt-ids", "max-tokens", "chunk-size", "block-size", "dump-probes"}, {"help"});
     if (!args.ok()) {
         std::fprintf(stderr, "deepinfer generate: %s\n%s", args.status().message().c_str(), kUsage);
         return 2;
@@ -72,7 +72,8 @@ int run_generate(const std::vector<std::string>& argv) {
     for (int32_t id : *ids)
         if (id >= m.vocab_size())
             return fail(core::invalid_argument("--prompt-ids: token id " + std::to_string(id) +
-                                               " is outside the vocabulary of " + std::to_string(m.vocab_size())));
+                                               " is outside the vocabulary of " +
+                                               std::to_string(m.vocab_size())));
     const int64_t total = static_cast<int64_t>(ids->size()) + *max_tokens;
     model::KvCacheSpec spec;
     spec.block_size = *block_size;
@@ -103,13 +104,12 @@ int run_generate(const std::vector<std::string>& argv) {
         if (core::Status st = runner.feed({next}, 0, false, &logits); !st.ok()) return fail(st);
         if (dump) log.append(probes, {next});
     }
-    std::string line;
-    for (size_t i = 0; i < out.size(); ++i) line += (i ? "," : "") + std::to_string(out[i]);
-    std::printf("%s\n", line.c_str());
+    for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? "," : "", out[i]);
+    std::printf("\n");
     if (dump) {
         const auto& cfg = m.config();
-        if (core::Status s = log.write_safetensors(*dump, cfg.hc_mult, cfg.hidden_size, cfg.num_experts_per_tok,
-                                                   cfg.index_topk);
+        if (core::Status s = log.write_safetensors(*dump, cfg.hc_mult, cfg.hidden_size,
+                                                   cfg.num_experts_per_tok, cfg.index_topk);
             !s.ok())
             return fail(s);
     }

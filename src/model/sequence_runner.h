@@ -20,7 +20,8 @@ public:
     ForwardBatch next_batch(const std::vector<int32_t>& ids, bool all_logits) const;
     // Feeds tokens in chunks of at most `chunk` (<= 0: one shot). logits: [ids.size(), V] when all_logits,
     // else [V] for the last token.
-    core::Status feed(const std::vector<int32_t>& ids, int64_t chunk, bool all_logits, std::vector<float>* logits);
+    core::Status feed(const std::vector<int32_t>& ids, int64_t chunk, bool all_logits,
+                      std::vector<float>* logits);
     int64_t position() const { return pos_; }
     // Mark that position() tokens are already in the KV state (after a batched forward run elsewhere).
     void advance(int64_t n) { pos_ += n; }

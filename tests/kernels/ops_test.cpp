@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <set>
@@ -106,7 +106,8 @@ TestWeight make_weight(core::WeightFormat f, int64_t rows, int64_t cols, int br,
                 const uint8_t code = core::f32_to_fp4_e2m1(src[r * cols + c] * 3.0f);
                 t.data[r * (cols / 2) + c / 2] |= static_cast<uint8_t>(c % 2 ? code << 4 : code);
                 const int s = t.scale[r * t.w.scale_cols() + c / bc];
-                t.values[r * cols + c] = ((code & 8) ? -grid[code & 7] : grid[code & 7]) * std::ldexp(1.0, s - 127);
+                t.values[r * cols + c] =
+                    ((code & 8) ? -grid[code & 7] : grid[code & 7]) * std::ldexp(1.0, s - 127);
             }
         break;
     }
@@ -148,7 +149,8 @@ TEST_P(MatmulTest, RefAndCpuMatchIndependentDequantization) {
             for (int64_t r = 0; r < r1 - r0; ++r) got[i * (r1 - r0) + r] = y[i * ldy + r];
         EXPECT_LT(nmse(got, ref), 1e-11) << (impl ? "cpu" : "ref");
         for (int64_t i = 0; i < mc.n; ++i)
-            for (int64_t r = r1 - r0; r < ldy; ++r) EXPECT_EQ(y[i * ldy + r], -1.0f) << "wrote past the row range";
+            for (int64_t r = r1 - r0; r < ldy; ++r)
+                EXPECT_EQ(y[i * ldy + r], -1.0f) << "wrote past the row range";
     }
     // Row dequantization is exact.
     std::vector<float> row(mc.cols);
@@ -157,16 +159,17 @@ TEST_P(MatmulTest, RefAndCpuMatchIndependentDequantization) {
 }
 
 using F = core::WeightFormat;
-INSTANTIATE_TEST_SUITE_P(
-    Formats, MatmulTest,
-    ::testing::Values(MatmulCase{F::kF32, 1, 7, 64, 1, 1, "f32_gemv"}, MatmulCase{F::kF32, 6, 40, 130, 1, 1, "f32"},
-                      MatmulCase{F::kBF16, 5, 33, 96, 1, 1, "bf16"}, MatmulCase{F::kF16, 4, 17, 64, 1, 1, "f16"},
-                      MatmulCase{F::kFp8Block, 3, 64, 96, 32, 32, "fp8_32"},
-                      MatmulCase{F::kFp8Block, 9, 70, 100, 32, 32, "fp8_ragged_blocks"},
-                      MatmulCase{F::kFp8Block, 2, 300, 256, 128, 128, "fp8_128"},
-                      MatmulCase{F::kFp4Group, 5, 24, 64, 1, 32, "fp4"},
-                      MatmulCase{F::kFp4Group, 130, 64, 128, 1, 32, "fp4_prefill"}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Formats, MatmulTest,
+                         ::testing::Values(MatmulCase{F::kF32, 1, 7, 64, 1, 1, "f32_gemv"},
+                                           MatmulCase{F::kF32, 6, 40, 130, 1, 1, "f32"},
+                                           MatmulCase{F::kBF16, 5, 33, 96, 1, 1, "bf16"},
+                                           MatmulCase{F::kF16, 4, 17, 64, 1, 1, "f16"},
+                                           MatmulCase{F::kFp8Block, 3, 64, 96, 32, 32, "fp8_32"},
+                                           MatmulCase{F::kFp8Block, 9, 70, 100, 32, 32, "fp8_ragged_blocks"},
+                                           MatmulCase{F::kFp8Block, 2, 300, 256, 128, 128, "fp8_128"},
+                                           MatmulCase{F::kFp4Group, 5, 24, 64, 1, 32, "fp4"},
+                                           MatmulCase{F::kFp4Group, 130, 64, 128, 1, 32, "fp4_prefill"}),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(RmsNorm, WeightedAndUnweighted) {
     std::mt19937 rng(1);
@@ -239,7 +242,9 @@ TEST(Softmax, MatchesDoubleAndMasksMinusInf) {
         for (double& r : ref) r /= s;
         ref::softmax(x.data(), n);
         EXPECT_LT(nmse(x, ref), 1e-13);
-        if (n > 2) EXPECT_EQ(x[1], 0.0f);
+        if (n > 2) {
+            EXPECT_EQ(x[1], 0.0f);
+        }
     }
 }
 

@@ -26,8 +26,8 @@ inline std::string source_path(const std::string& rel) {
 class Goldens {
 public:
     explicit Goldens(const std::string& model_name) {
-        auto f = weights::SafetensorsFile::open(source_path("tests/fixtures/" + model_name + "/goldens.safetensors"),
-                                                "goldens.safetensors");
+        auto f = weights::SafetensorsFile::open(
+            source_path("tests/fixtures/" + model_name + "/goldens.safetensors"), "goldens.safetensors");
         EXPECT_TRUE(f.ok()) << f.status().to_string();
         if (!f.ok()) return;
         file_ = std::move(*f);
@@ -97,8 +97,8 @@ inline std::vector<std::set<int32_t>> row_sets(const std::vector<int32_t>& m, in
 }
 
 // A model with a cache of `blocks` blocks of `block_size` and `slots` slots.
-inline std::unique_ptr<model::deepseek_v4::DeepseekV4Model> load_model(const std::string& name, int64_t block_size,
-                                                                         int64_t blocks, int32_t slots) {
+inline std::unique_ptr<model::deepseek_v4::DeepseekV4Model>
+load_model(const std::string& name, int64_t block_size, int64_t blocks, int32_t slots) {
     auto m = model::deepseek_v4::DeepseekV4Model::load(source_path("models/" + name));
     EXPECT_TRUE(m.ok()) << m.status().to_string();
     if (!m.ok()) return nullptr;

@@ -93,8 +93,8 @@ protected:
 TEST_P(V4Batch, MixedBatchMatchesSoloGoldens) {
     auto m = load_model(GetParam(), 16, 24, 4);
     ASSERT_TRUE(m);
-    GoldenSeq a(*g_, 8, 0, iota_blocks(0, 11)), b(*g_, 7, 1, iota_blocks(11, 5)), c(*g_, 4, 2, iota_blocks(16, 3)),
-        d(*g_, 2, 3, iota_blocks(19, 3));
+    GoldenSeq a(*g_, 8, 0, iota_blocks(0, 11)), b(*g_, 7, 1, iota_blocks(11, 5)),
+        c(*g_, 4, 2, iota_blocks(16, 3)), d(*g_, 2, 3, iota_blocks(19, 3));
     double worst = 0.0;
     {
         ForwardBatch fb;
@@ -157,9 +157,11 @@ TEST_P(V4Batch, PrefixHitRestoresFromBlockSnapshot) {
             ASSERT_TRUE(m->forward(fb, logits.data()).ok());
             double worst = 0.0;
             for (size_t r = 0; r < rows.size(); ++r)
-                worst = std::max(worst, max_rel_error(logits.data() + r * V, s.expected(rows[r].second, V), V));
+                worst =
+                    std::max(worst, max_rel_error(logits.data() + r * V, s.expected(rows[r].second, V), V));
             if (!restore) {
-                EXPECT_GT(worst, kLogitTol) << "k=" << k << ": a hit without the snapshot should not be exact";
+                EXPECT_GT(worst, kLogitTol)
+                    << "k=" << k << ": a hit without the snapshot should not be exact";
                 continue;
             }
             EXPECT_LE(worst, kLogitTol) << "prefix hit at block " << k;
@@ -208,12 +210,16 @@ TEST(V4Weights, QuantizedWeightsStayAtStoredSize) {
     const int64_t file = static_cast<int64_t>((*m)->checkpoint().mapped_bytes());
     int64_t f32_expanded = 0;
     for (const auto& t : (*m)->checkpoint().tensors())
-        if (t.dtype == core::DType::kF8E4M3) f32_expanded += t.shape.numel() * 4;
-        else if (t.dtype == core::DType::kI8) f32_expanded += t.shape.numel() * 2 * 4;
-        else if (t.dtype != core::DType::kF8E8M0) f32_expanded += static_cast<int64_t>(t.nbytes);
-    std::printf("tiny-v4-fp8: resident weight bytes %lld, file bytes %lld (ratio %.3f); F32-expanded would be %lld\n",
-                static_cast<long long>(resident), static_cast<long long>(file), double(resident) / double(file),
-                static_cast<long long>(f32_expanded));
+        if (t.dtype == core::DType::kF8E4M3)
+            f32_expanded += t.shape.numel() * 4;
+        else if (t.dtype == core::DType::kI8)
+            f32_expanded += t.shape.numel() * 2 * 4;
+        else if (t.dtype != core::DType::kF8E8M0)
+            f32_expanded += static_cast<int64_t>(t.nbytes);
+    std::printf(
+        "tiny-v4-fp8: resident weight bytes %lld, file bytes %lld (ratio %.3f); F32-expanded would be %lld\n",
+        static_cast<long long>(resident), static_cast<long long>(file), double(resident) / double(file),
+        static_cast<long long>(f32_expanded));
     EXPECT_GT(resident, file * 8 / 10);
     EXPECT_LT(resident, file * 11 / 10);
     EXPECT_LT(resident * 2, f32_expanded);

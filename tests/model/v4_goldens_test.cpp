@@ -34,7 +34,8 @@ std::string first_divergence(const Goldens& g, const std::string& pfx, const For
             const auto ref = row_sets(g.ids(ik), L, k);
             const auto got = row_sets(pr.indexer_topk[l], L, c.index_topk);
             for (int64_t t = 0; t < L; ++t)
-                if (ref[t] != got[t]) return "layer " + s + " indexer top-k (token " + std::to_string(t) + ")";
+                if (ref[t] != got[t])
+                    return "layer " + s + " indexer top-k (token " + std::to_string(t) + ")";
         }
         const auto ridx = g.ids(pfx + "router." + s);
         const auto rw = g.f32(pfx + "router_weights." + s);
@@ -81,8 +82,8 @@ TEST_P(V4Goldens, PrefillMatchesLayerByLayer) {
         worst = std::max(worst, e);
         EXPECT_LE(e, kLogitTol) << "prompt " << i << ": prefill logits max|Δ|/max|ref| = " << e;
     }
-    std::printf("[%s] prefill: max|Δ logit|/max|ref| = %.3g, hidden %.3g over %d prompts\n", GetParam().c_str(),
-                worst, worst_hidden, n);
+    std::printf("[%s] prefill: max|Δ logit|/max|ref| = %.3g, hidden %.3g over %d prompts\n",
+                GetParam().c_str(), worst, worst_hidden, n);
 }
 
 // Greedy decode over the slot state: 32 tokens identical, each step's logits within tolerance.
@@ -97,7 +98,9 @@ void check_decode(const Goldens& g, const std::string& pfx, SequenceRunner* run,
         EXPECT_LE(e, kLogitTol) << pfx << " step " << s;
         const int32_t tok = model::argmax(logits.data(), V);
         ASSERT_EQ(tok, gen[s]) << pfx << " step " << s;
-        if (s + 1 < gen.size()) ASSERT_TRUE(run->feed({tok}, 0, false, &logits).ok());
+        if (s + 1 < gen.size()) {
+            ASSERT_TRUE(run->feed({tok}, 0, false, &logits).ok());
+        }
     }
 }
 
@@ -135,7 +138,8 @@ TEST_P(V4Goldens, ChunkedPrefillMatchesOneShot) {
             check_decode(*g_, p(i, ""), &run, last, V, &worst);
         }
     }
-    std::printf("[%s] chunked prefill (1, 3, 7, 64) + decode: max logit rel err %.3g\n", GetParam().c_str(), worst);
+    std::printf("[%s] chunked prefill (1, 3, 7, 64) + decode: max logit rel err %.3g\n", GetParam().c_str(),
+                worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyV4, V4Goldens, ::testing::Values("tiny-v4", "tiny-v4-fp8"),

@@ -20,7 +20,8 @@ float dot(const float* a, const float* b, int64_t n) {
 }
 
 // Where entry `w` of a compressor with ratio m lives: block of its first position, index inside the block.
-float* entry_ptr(KvCache& cache, int64_t layer, CompressorKind k, const SequenceChunk& ch, int64_t w, int64_t m) {
+float* entry_ptr(KvCache& cache, int64_t layer, CompressorKind k, const SequenceChunk& ch, int64_t w,
+                 int64_t m) {
     const int64_t pos = w * m, bs = cache.block_size();
     return cache.entry(layer, k, ch.block_table[pos / bs], (pos % bs) / m);
 }
@@ -35,8 +36,8 @@ void run_compressor(const AttentionContext& ctx, CompressorKind kind, const Comp
         const int64_t p = ch.start_pos + i;
         const int64_t t = ch.token_offset + i;
         float* dst = entry_ptr(cache, ctx.layer, kind, ch, p / w.ratio, w.ratio);
-        compressor_push(w, *ctx.compress_rope, static_cast<float>(ctx.config->rms_norm_eps), s, p, kv + t * row,
-                        gate + t * row, dst);
+        compressor_push(w, *ctx.compress_rope, static_cast<float>(ctx.config->rms_norm_eps), s, p,
+                        kv + t * row, gate + t * row, dst);
         if (w.coff == 2 && (p + 1) % bs == 0) {
             float* snap = cache.snapshot(ctx.layer, kind, ch.block_table[p / bs]);
             const int64_t ov = w.ratio * w.width;
@@ -107,7 +108,8 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
             const int64_t p = ch.start_pos + i;
             DI_CHECK_EQ(batch.positions[ch.token_offset + i], p);
             DI_CHECK_LT(p / bs, static_cast<int64_t>(ch.block_table.size()));
-            std::copy_n(kv.data() + (ch.token_offset + i) * d, d, cache.raw_row(ctx.layer, ch.block_table[p / bs], p % bs));
+            std::copy_n(kv.data() + (ch.token_offset + i) * d, d,
+                        cache.raw_row(ctx.layer, ch.block_table[p / bs], p % bs));
         }
         if (w.has_compressor)
             run_compressor(ctx, CompressorKind::kAttention, w.compressor, ch, ckv.data(), cgate.data());
@@ -118,10 +120,12 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
             run_compressor(ctx, CompressorKind::kIndexer, w.indexer.compressor, ch, ikv.data(), igate.data());
             for (int32_t i = 0; i < ch.num_tokens; ++i) {
                 const int64_t p = ch.start_pos + i, t = ch.token_offset + i;
-                auto key = [&](int64_t e) { return entry_ptr(cache, ctx.layer, CompressorKind::kIndexer, ch, e, m); };
+                auto key = [&](int64_t e) {
+                    return entry_ptr(cache, ctx.layer, CompressorKind::kIndexer, ch, e, m);
+                };
                 const int64_t n_total = (ch.start_pos + ch.num_tokens) / m;
-                picks[i] = indexer_select(iq.data() + t * HI * dI, iw.data() + t * HI, HI, dI, (p + 1) / m, n_total,
-                                          topk, key);
+                picks[i] = indexer_select(iq.data() + t * HI * dI, iw.data() + t * HI, HI, dI, (p + 1) / m,
+                                          n_total, topk, key);
                 if (indexer_topk)
                     for (size_t j = 0; j < picks[i].size(); ++j) indexer_topk[t * topk + j] = picks[i][j];
             }

@@ -9,8 +9,9 @@
 
 namespace deepinfer::model::deepseek_v4 {
 
-bool compressor_push(const CompressorWeights& w, const RopeTable& rope, float eps, const CompressorSlotView& s,
-                     int64_t p, const float* kv, const float* gate, float* entry_out) {
+bool compressor_push(const CompressorWeights& w, const RopeTable& rope, float eps,
+                     const CompressorSlotView& s, int64_t p, const float* kv, const float* gate,
+                     float* entry_out) {
     const int64_t m = w.ratio, width = w.width, row = w.coff * width;
     const int64_t r = p % m;
     // Buffer row r of the open window: [coff * width] kv, and gate with the position bias of row r.

@@ -17,7 +17,8 @@ namespace deepinfer::model::deepseek_v4 {
 
 // Feeds the projections of the token at position p (kv, gate [coff * width], gate without position bias).
 // Returns true when p closes a window; the entry (index p / m) is then written to entry_out [width].
-bool compressor_push(const CompressorWeights& w, const RopeTable& rope, float eps, const CompressorSlotView& s,
-                     int64_t p, const float* kv, const float* gate, float* entry_out);
+bool compressor_push(const CompressorWeights& w, const RopeTable& rope, float eps,
+                     const CompressorSlotView& s, int64_t p, const float* kv, const float* gate,
+                     float* entry_out);
 
 } // namespace deepinfer::model::deepseek_v4

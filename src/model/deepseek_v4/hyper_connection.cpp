@@ -43,7 +43,8 @@ void hc_pre(const ModelConfig& c, const HyperConnectionWeights& w, const float* 
         }
         float* cm = comb + t * hc * hc; // [hc, hc]
         for (int64_t j = 0; j < hc; ++j) {
-            for (int64_t k = 0; k < hc; ++k) cm[j * hc + k] = m[2 * hc + j * hc + k] * w.scale[2] + w.base[2 * hc + j * hc + k];
+            for (int64_t k = 0; k < hc; ++k)
+                cm[j * hc + k] = m[2 * hc + j * hc + k] * w.scale[2] + w.base[2 * hc + j * hc + k];
             kernels::softmax(cm + j * hc, hc);
             for (int64_t k = 0; k < hc; ++k) cm[j * hc + k] += eps;
         }
@@ -70,7 +71,8 @@ void hc_pre(const ModelConfig& c, const HyperConnectionWeights& w, const float* 
     }
 }
 
-void hc_post(const ModelConfig& c, const float* post, const float* comb, const float* y, int64_t T, float* h) {
+void hc_post(const ModelConfig& c, const float* post, const float* comb, const float* y, int64_t T,
+             float* h) {
     const int64_t hc = c.hc_mult, D = c.hidden_size;
     std::vector<float> prev(hc * D);
     for (int64_t t = 0; t < T; ++t) {
@@ -86,8 +88,8 @@ void hc_post(const ModelConfig& c, const float* post, const float* comb, const f
     }
 }
 
-void hc_head(const ModelConfig& c, const core::Weight& fn, const float* base, const float* scale, const float* h,
-             int64_t T, float* x) {
+void hc_head(const ModelConfig& c, const core::Weight& fn, const float* base, const float* scale,
+             const float* h, int64_t T, float* x) {
     const int64_t hc = c.hc_mult, D = c.hidden_size;
     const std::vector<float> mix = mixes(c, fn, h, T);
     std::vector<float> pre(hc);

@@ -12,10 +12,11 @@
 namespace deepinfer::model::deepseek_v4 {
 
 // h [T, hc, D] -> post [T, hc], comb [T, hc, hc] (comb[j][k] at j * hc + k), collapsed x [T, D].
-void hc_pre(const ModelConfig& config, const HyperConnectionWeights& w, const float* h, int64_t T, float* post,
-            float* comb, float* x);
+void hc_pre(const ModelConfig& config, const HyperConnectionWeights& w, const float* h, int64_t T,
+            float* post, float* comb, float* x);
 // h [T, hc, D] <- post * y + comb^T h, y [T, D].
-void hc_post(const ModelConfig& config, const float* post, const float* comb, const float* y, int64_t T, float* h);
+void hc_post(const ModelConfig& config, const float* post, const float* comb, const float* y, int64_t T,
+             float* h);
 // Final collapse: x [T, D] = sum_j (sigmoid(mix_j * scale + base_j) + eps) h[j].
 void hc_head(const ModelConfig& config, const core::Weight& fn, const float* base, const float* scale,
              const float* h, int64_t T, float* x);

@@ -61,7 +61,8 @@ core::Status KvCache::init(const ModelConfig& c, const KvCacheSpec& spec) {
         for (Comp& comp : layer.comp) {
             if (!comp.geom.present) continue;
             comp.entries.assign(num_blocks_ * (block_size_ / comp.geom.ratio) * comp.geom.width, 0.0f);
-            if (comp.geom.coff == 2) comp.snapshot.assign(num_blocks_ * 2 * comp.geom.ratio * comp.geom.width, 0.0f);
+            if (comp.geom.coff == 2)
+                comp.snapshot.assign(num_blocks_ * 2 * comp.geom.ratio * comp.geom.width, 0.0f);
             comp.slots.assign(num_slots_ * comp.slot_floats(), 0.0f);
         }
     }

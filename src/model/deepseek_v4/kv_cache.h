@@ -48,9 +48,11 @@ public:
     int32_t num_slots() const { return num_slots_; }   // including scratch
     int32_t scratch_block() const { return num_blocks_ - 1; }
     int32_t scratch_slot() const { return num_slots_ - 1; }
-    const CompressorGeom& geom(int64_t layer, CompressorKind k) const { return layers_[layer].comp[int(k)].geom; }
+    const CompressorGeom& geom(int64_t layer, CompressorKind k) const {
+        return layers_[layer].comp[int(k)].geom;
+    }
 
-    float* raw_row(int64_t layer, int32_t block, int64_t row); // [d]
+    float* raw_row(int64_t layer, int32_t block, int64_t row);                   // [d]
     float* entry(int64_t layer, CompressorKind k, int32_t block, int64_t index); // [width]
     float* snapshot(int64_t layer, CompressorKind k, int32_t block);             // [2, m, width]: kv, gate
     CompressorSlotView slot(int64_t layer, CompressorKind k, int32_t slot);

@@ -11,7 +11,8 @@
 
 namespace deepinfer::model::deepseek_v4 {
 
-DeepseekV4Model::DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config, ModelWeights w)
+DeepseekV4Model::DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config,
+                                 ModelWeights w)
     : ckpt_(std::move(ckpt)), config_(std::move(config)), weights_(std::move(w)),
       main_rope_(make_main_rope(config_)), compress_rope_(make_compress_rope(config_)) {}
 
@@ -19,7 +20,8 @@ core::Result<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::
     DI_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::from_json_file(dir + "/config.json"));
     DI_ASSIGN_OR_RETURN(std::unique_ptr<weights::Checkpoint> ckpt, weights::Checkpoint::open(dir));
     DI_ASSIGN_OR_RETURN(ModelWeights w, bind_weights(*ckpt, config));
-    return std::unique_ptr<DeepseekV4Model>(new DeepseekV4Model(std::move(ckpt), std::move(config), std::move(w)));
+    return std::unique_ptr<DeepseekV4Model>(
+        new DeepseekV4Model(std::move(ckpt), std::move(config), std::move(w)));
 }
 
 core::Result<KvGeometry> DeepseekV4Model::kv_geometry(int64_t block_size) const {
@@ -38,7 +40,8 @@ core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
     std::vector<int> covered(T, 0);
     for (const SequenceChunk& ch : b.chunks) {
         if (ch.num_tokens < 0 || ch.token_offset < 0 || ch.token_offset + ch.num_tokens > T)
-            return core::invalid_argument("forward: chunk of seq " + std::to_string(ch.seq_id) + " is outside the batch");
+            return core::invalid_argument("forward: chunk of seq " + std::to_string(ch.seq_id) +
+                                          " is outside the batch");
         for (int32_t i = 0; i < ch.num_tokens; ++i) ++covered[ch.token_offset + i];
         if (ch.is_padding) continue;
         if (ch.slot < 0 || ch.slot >= cache_.scratch_slot())
@@ -59,7 +62,8 @@ core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
             const int64_t t = ch.token_offset + i;
             if (b.token_ids[t] < 0 || b.token_ids[t] >= config_.vocab_size)
                 return core::invalid_argument("forward: token id " + std::to_string(b.token_ids[t]) +
-                                              " outside the vocabulary of " + std::to_string(config_.vocab_size));
+                                              " outside the vocabulary of " +
+                                              std::to_string(config_.vocab_size));
             if (b.positions[t] != ch.start_pos + i)
                 return core::invalid_argument("forward: positions of seq " + std::to_string(ch.seq_id) +
                                               " are not start_pos + i");
@@ -141,8 +145,8 @@ core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) 
             router = probes_->router[l].data();
             router_w = probes_->router_weights[l].data();
         }
-        moe_forward(c, lw.ffn, c.mlp_layer_types[l] == MlpType::kHashMoe, x.data(), ids.data(), skip, T, y.data(),
-                    router, router_w);
+        moe_forward(c, lw.ffn, c.mlp_layer_types[l] == MlpType::kHashMoe, x.data(), ids.data(), skip, T,
+                    y.data(), router, router_w);
         hc_post(c, post.data(), comb.data(), y.data(), T, h.data());
         if (probes_) probes_->hidden[l] = h;
     }

@@ -12,7 +12,8 @@ using core::Result;
 using core::Status;
 
 // A small F32/BF16/F16 tensor of `numel` elements copied to F32.
-Result<std::vector<float>> load_vector(const weights::Checkpoint& ckpt, const std::string& name, int64_t numel) {
+Result<std::vector<float>> load_vector(const weights::Checkpoint& ckpt, const std::string& name,
+                                       int64_t numel) {
     const weights::TensorInfo* t = ckpt.find(name);
     if (!t) return core::not_found(ckpt.dir() + ": tensor '" + name + "' is missing");
     if (t->shape.numel() != numel)
@@ -25,10 +26,12 @@ Result<std::vector<float>> load_vector(const weights::Checkpoint& ckpt, const st
         std::memcpy(out.data(), t->data, numel * sizeof(float));
         return out;
     case core::DType::kBF16:
-        for (int64_t i = 0; i < numel; ++i) out[i] = core::bf16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
+        for (int64_t i = 0; i < numel; ++i)
+            out[i] = core::bf16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
         return out;
     case core::DType::kF16:
-        for (int64_t i = 0; i < numel; ++i) out[i] = core::f16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
+        for (int64_t i = 0; i < numel; ++i)
+            out[i] = core::f16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
         return out;
     default:
         return core::invalid_argument(ckpt.dir() + "/" + t->file + ": tensor '" + name + "' has dtype " +
@@ -93,7 +96,8 @@ Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig&
     DI_ASSIGN_OR_RETURN(a.wq_b, ckpt.weight(ap + ".wq_b", h * hd, c.q_lora_rank, c.quant));
     DI_ASSIGN_OR_RETURN(a.wkv, ckpt.weight(ap + ".wkv", hd, d, c.quant));
     DI_ASSIGN_OR_RETURN(a.kv_norm, load_vector(ckpt, ap + ".kv_norm.weight", hd));
-    DI_ASSIGN_OR_RETURN(a.wo_a, ckpt.weight(ap + ".wo_a", c.o_groups * c.o_lora_rank, h * hd / c.o_groups, c.quant));
+    DI_ASSIGN_OR_RETURN(a.wo_a,
+                        ckpt.weight(ap + ".wo_a", c.o_groups * c.o_lora_rank, h * hd / c.o_groups, c.quant));
     DI_ASSIGN_OR_RETURN(a.wo_b, ckpt.weight(ap + ".wo_b", d, c.o_groups * c.o_lora_rank, c.quant));
     DI_ASSIGN_OR_RETURN(a.sink, load_vector(ckpt, ap + ".attn_sink", h));
     const AttentionType type = c.layer_types[l];
@@ -106,9 +110,10 @@ Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig&
     if (type == AttentionType::kCompressedSparse) {
         a.has_indexer = true;
         IndexerWeights& ix = a.indexer;
-        DI_ASSIGN_OR_RETURN(
-            ix.wq_b, ckpt.weight(ap + ".indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank, c.quant));
-        DI_ASSIGN_OR_RETURN(ix.weights_proj, ckpt.weight(ap + ".indexer.weights_proj", c.index_n_heads, d, c.quant));
+        DI_ASSIGN_OR_RETURN(ix.wq_b, ckpt.weight(ap + ".indexer.wq_b", c.index_n_heads * c.index_head_dim,
+                                                 c.q_lora_rank, c.quant));
+        DI_ASSIGN_OR_RETURN(ix.weights_proj,
+                            ckpt.weight(ap + ".indexer.weights_proj", c.index_n_heads, d, c.quant));
         DI_RETURN_IF_ERROR(
             bind_compressor(ckpt, ap + ".indexer.compressor", c, ratio, c.index_head_dim, 2, &ix.compressor));
     }
@@ -118,15 +123,15 @@ Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig&
     DI_ASSIGN_OR_RETURN(f.gate, ckpt.weight(fp + ".gate", c.n_routed_experts, d, c.quant));
     if (c.mlp_layer_types[l] == MlpType::kHashMoe) {
         const int64_t k = c.num_experts_per_tok;
-        DI_ASSIGN_OR_RETURN(core::TensorView t,
-                            ckpt.tensor(fp + ".gate.tid2eid", core::DType::kI64, core::Shape{c.vocab_size, k}));
+        DI_ASSIGN_OR_RETURN(core::TensorView t, ckpt.tensor(fp + ".gate.tid2eid", core::DType::kI64,
+                                                            core::Shape{c.vocab_size, k}));
         f.tid2eid.resize(c.vocab_size * k);
         for (int64_t i = 0; i < c.vocab_size * k; ++i) {
             const int64_t e = t.as<int64_t>()[i];
             if (e < 0 || e >= c.n_routed_experts)
-                return core::invalid_argument(ckpt.dir() + ": tensor '" + fp + ".gate.tid2eid' holds expert " +
-                                              std::to_string(e) + " outside [0, " +
-                                              std::to_string(c.n_routed_experts) + ")");
+                return core::invalid_argument(ckpt.dir() + ": tensor '" + fp +
+                                              ".gate.tid2eid' holds expert " + std::to_string(e) +
+                                              " outside [0, " + std::to_string(c.n_routed_experts) + ")");
             f.tid2eid[i] = static_cast<int32_t>(e);
         }
     } else {
@@ -138,8 +143,8 @@ Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig&
                                        &f.experts[e]));
     f.has_shared = c.n_shared_experts > 0;
     if (f.has_shared)
-        DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".shared_experts", c, c.n_shared_experts * c.moe_intermediate_size,
-                                       &f.shared));
+        DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".shared_experts", c,
+                                       c.n_shared_experts * c.moe_intermediate_size, &f.shared));
     return Status();
 }
 
@@ -150,12 +155,15 @@ int64_t vec_bytes(const std::vector<float>& v) {
 } // namespace
 
 int64_t ModelWeights::resident_weight_bytes() const {
-    int64_t b = embed.stored_bytes() + (head.data == embed.data ? 0 : head.stored_bytes()) + hc_head_fn.stored_bytes() + vec_bytes(hc_head_base) +
-                vec_bytes(hc_head_scale) + vec_bytes(norm);
+    int64_t b = embed.stored_bytes() + (head.data == embed.data ? 0 : head.stored_bytes()) +
+                hc_head_fn.stored_bytes() + vec_bytes(hc_head_base) + vec_bytes(hc_head_scale) +
+                vec_bytes(norm);
     auto comp = [](const CompressorWeights& c) {
         return c.wkv.stored_bytes() + c.wgate.stored_bytes() + vec_bytes(c.ape) + vec_bytes(c.norm);
     };
-    auto expert = [](const ExpertWeights& e) { return e.w1.stored_bytes() + e.w2.stored_bytes() + e.w3.stored_bytes(); };
+    auto expert = [](const ExpertWeights& e) {
+        return e.w1.stored_bytes() + e.w2.stored_bytes() + e.w3.stored_bytes();
+    };
     for (const LayerWeights& l : layers) {
         b += vec_bytes(l.attn_norm) + vec_bytes(l.ffn_norm);
         for (const HyperConnectionWeights* h : {&l.hc_attn, &l.hc_ffn})
@@ -165,9 +173,11 @@ int64_t ModelWeights::resident_weight_bytes() const {
              vec_bytes(a.kv_norm) + a.wo_a.stored_bytes() + a.wo_b.stored_bytes() + vec_bytes(a.sink);
         if (a.has_compressor) b += comp(a.compressor);
         if (a.has_indexer)
-            b += a.indexer.wq_b.stored_bytes() + a.indexer.weights_proj.stored_bytes() + comp(a.indexer.compressor);
+            b += a.indexer.wq_b.stored_bytes() + a.indexer.weights_proj.stored_bytes() +
+                 comp(a.indexer.compressor);
         const MoeWeights& f = l.ffn;
-        b += f.gate.stored_bytes() + vec_bytes(f.bias) + static_cast<int64_t>(f.tid2eid.size() * sizeof(int32_t));
+        b += f.gate.stored_bytes() + vec_bytes(f.bias) +
+             static_cast<int64_t>(f.tid2eid.size() * sizeof(int32_t));
         for (const ExpertWeights& e : f.experts) b += expert(e);
         if (f.has_shared) b += expert(f.shared);
     }
@@ -188,7 +198,8 @@ Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelCo
     DI_ASSIGN_OR_RETURN(w.hc_head_base, load_vector(ckpt, "hc_head_base", c.hc_mult));
     DI_ASSIGN_OR_RETURN(w.hc_head_scale, load_vector(ckpt, "hc_head_scale", 1));
     w.layers.resize(c.num_hidden_layers);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) DI_RETURN_IF_ERROR(bind_layer(ckpt, l, c, &w.layers[l]));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        DI_RETURN_IF_ERROR(bind_layer(ckpt, l, c, &w.layers[l]));
     return w;
 }
 

@@ -61,9 +61,9 @@ struct ExpertWeights {
 };
 
 struct MoeWeights {
-    core::Weight gate;             // [E, D]
-    std::vector<float> bias;       // [E] e_score_correction_bias (top-k layers)
-    std::vector<int32_t> tid2eid;  // [vocab, K] (hash layers)
+    core::Weight gate;            // [E, D]
+    std::vector<float> bias;      // [E] e_score_correction_bias (top-k layers)
+    std::vector<int32_t> tid2eid; // [vocab, K] (hash layers)
     std::vector<ExpertWeights> experts;
     bool has_shared = false;
     ExpertWeights shared; // width n_shared_experts * moe_intermediate_size

@@ -29,15 +29,16 @@ void swiglu(const ModelConfig& c, const ExpertWeights& e, const float* x, int64_
 
 } // namespace
 
-void moe_forward(const ModelConfig& c, const MoeWeights& w, bool hash, const float* x, const int32_t* token_ids,
-                 const std::vector<bool>& skip, int64_t T, float* out, int32_t* router, float* router_weights) {
+void moe_forward(const ModelConfig& c, const MoeWeights& w, bool hash, const float* x,
+                 const int32_t* token_ids, const std::vector<bool>& skip, int64_t T, float* out,
+                 int32_t* router, float* router_weights) {
     const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
     std::vector<float> scores(T * E); // [T, E]
     kernels::linear(x, T, w.gate, scores.data());
     for (float& s : scores) s = std::sqrt(kernels::softplus(s));
 
-    std::vector<int32_t> idx(T * K);  // [T, K]
-    std::vector<float> wts(T * K);    // [T, K]
+    std::vector<int32_t> idx(T * K); // [T, K]
+    std::vector<float> wts(T * K);   // [T, K]
     std::vector<float> biased(E);
     for (int64_t t = 0; t < T; ++t) {
         int32_t* it = idx.data() + t * K;

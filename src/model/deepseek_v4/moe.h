@@ -14,7 +14,7 @@ namespace deepinfer::model::deepseek_v4 {
 // x [T, D] (post ffn_norm), token_ids [T], skip [T] (padding rows: never routed, output 0) -> out [T, D].
 // router / router_weights, when non-null: [T, K], indices ascending per row.
 void moe_forward(const ModelConfig& config, const MoeWeights& w, bool hash, const float* x,
-                 const int32_t* token_ids, const std::vector<bool>& skip, int64_t T, float* out, int32_t* router,
-                 float* router_weights);
+                 const int32_t* token_ids, const std::vector<bool>& skip, int64_t T, float* out,
+                 int32_t* router, float* router_weights);
 
 } // namespace deepinfer::model::deepseek_v4

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 
 namespace deepinfer::model::deepseek_v4 {
 namespace {
@@ -62,17 +63,18 @@ core::Status ProbeLog::write_safetensors(const std::string& path, int64_t hc, in
         entries.push_back(f32("hidden." + s, {N, hc, D}, all_.hidden[l]));
         entries.push_back(i64("router." + s, {N, K}, all_.router[l]));
         entries.push_back(f32("router_weights." + s, {N, K}, all_.router_weights[l]));
-        if (!all_.indexer_topk[l].empty()) entries.push_back(i64("indexer_topk." + s, {N, topk}, all_.indexer_topk[l]));
+        if (!all_.indexer_topk[l].empty())
+            entries.push_back(i64("indexer_topk." + s, {N, topk}, all_.indexer_topk[l]));
     }
     std::string header = "{";
     size_t offset = 0;
     for (size_t i = 0; i < entries.size(); ++i) {
         const Entry& e = entries[i];
-        std::string shape;
-        for (size_t j = 0; j < e.shape.size(); ++j) shape += (j ? "," : "") + std::to_string(e.shape[j]);
-        header += (i ? "," : "") + std::string("\"") + e.name + "\":{\"dtype\":\"" + e.dtype + "\",\"shape\":[" +
-                  shape + "],\"data_offsets\":[" + std::to_string(offset) + "," +
-                  std::to_string(offset + e.bytes.size()) + "]}";
+        std::ostringstream os;
+        os << (i ? "," : "") << '"' << e.name << "\":{\"dtype\":\"" << e.dtype << "\",\"shape\":[";
+        for (size_t j = 0; j < e.shape.size(); ++j) os << (j ? "," : "") << e.shape[j];
+        os << "],\"data_offsets\":[" << offset << "," << offset + e.bytes.size() << "]}";
+        header += os.str();
         offset += e.bytes.size();
     }
     header += "}";
