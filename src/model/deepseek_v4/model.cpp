@@ -5,9 +5,8 @@
 #include <vector>
 
 #include "kernels/ops.h"
-#include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/hyper_connection.h"
-#include "model/deepseek_v4/moe.h"
+#include "model/deepseek_v4/layer.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -114,43 +113,32 @@ core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) 
     for (int64_t t = 0; t < T; ++t)
         for (int64_t k = 0; k < hc; ++k) std::copy_n(e.data() + t * D, D, h.data() + (t * hc + k) * D);
 
-    std::vector<float> post(T * hc), comb(T * hc * hc), x(T * D), y(T * D);
-    const float eps = static_cast<float>(c.rms_norm_eps);
     for (int64_t l = 0; l < L; ++l) {
-        const LayerWeights& lw = weights_.layers[l];
-        hc_pre(c, lw.hc_attn, h.data(), T, post.data(), comb.data(), x.data());
-        kernels::rms_norm(x.data(), lw.attn_norm.data(), T, D, eps, x.data());
-        AttentionContext actx;
-        actx.config = &c;
-        actx.w = &lw.attn;
-        actx.layer = l;
-        actx.rope = c.layer_types[l] == AttentionType::kSliding ? &main_rope_ : &compress_rope_;
-        actx.compress_rope = &compress_rope_;
-        actx.cache = &cache_;
-        int32_t* topk_probe = nullptr;
-        if (probes_ && lw.attn.has_indexer) {
-            probes_->indexer_topk[l].resize(T * c.index_topk);
-            topk_probe = probes_->indexer_topk[l].data();
-        }
-        attention_forward(actx, b, x.data(), y.data(), topk_probe);
-        hc_post(c, post.data(), comb.data(), y.data(), T, h.data());
-
-        hc_pre(c, lw.hc_ffn, h.data(), T, post.data(), comb.data(), x.data());
-        kernels::rms_norm(x.data(), lw.ffn_norm.data(), T, D, eps, x.data());
-        int32_t* router = nullptr;
-        float* router_w = nullptr;
+        LayerContext lctx;
+        lctx.config = &c;
+        lctx.w = &weights_.layers[l];
+        lctx.layer = l;
+        lctx.main_rope = &main_rope_;
+        lctx.compress_rope = &compress_rope_;
+        lctx.cache = &cache_;
+        LayerProbeOut probe;
         if (probes_) {
+            if (weights_.layers[l].attn.has_indexer) {
+                probes_->indexer_topk[l].resize(T * c.index_topk);
+                probe.indexer_topk = probes_->indexer_topk[l].data();
+            }
             probes_->router[l].resize(T * c.num_experts_per_tok);
             probes_->router_weights[l].resize(T * c.num_experts_per_tok);
-            router = probes_->router[l].data();
-            router_w = probes_->router_weights[l].data();
+            probe.router = probes_->router[l].data();
+            probe.router_weights = probes_->router_weights[l].data();
         }
-        moe_forward(c, lw.ffn, c.mlp_layer_types[l] == MlpType::kHashMoe, x.data(), ids.data(), skip, T,
-                    y.data(), router, router_w);
-        hc_post(c, post.data(), comb.data(), y.data(), T, h.data());
+        decoder_layer_forward(lctx, b, ids.data(), skip, h.data(), probe);
         if (probes_) probes_->hidden[l] = h;
     }
 
+    // Final collapse of the streams, norm and LM head (logits only for the requested rows).
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    std::vector<float> x(T * D); // [T, D]
     hc_head(c, weights_.hc_head_fn, weights_.hc_head_base.data(), weights_.hc_head_scale.data(), h.data(), T,
             x.data());
     kernels::rms_norm(x.data(), weights_.norm.data(), T, D, eps, x.data());
