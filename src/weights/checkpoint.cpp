@@ -86,6 +86,13 @@ core::Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& di
             return core::not_found(std::string(kIndexFile) + ": shard '" + shard + "' not found in " + dir);
         DI_ASSIGN_OR_RETURN(auto file, SafetensorsFile::open(path.string(), shard));
         for (const HeaderEntry& e : file->header().tensors) {
+            // Kernels read elements in place: a tensor must start on a multiple of its element size
+            // (the reference writers pad the header so that it does; the format itself does not demand it).
+            if ((file->header().data_offset + e.begin) % core::dtype_size(e.dtype) != 0)
+                return core::unimplemented(shard + ": tensor '" + e.name + "' starts at byte " +
+                                           std::to_string(file->header().data_offset + e.begin) +
+                                           ", not aligned to its " + std::string(core::dtype_name(e.dtype)) +
+                                           " elements");
             ck->tensors_.push_back(TensorInfo{e.name, e.dtype, e.shape, shard, file->data(e),
                                               static_cast<size_t>(e.end - e.begin)});
         }

@@ -128,6 +128,16 @@ TEST(Checkpoint, BadIndexAndBadShard) {
                  {"model-00002-of-00002.safetensors", "'c'"});
 }
 
+TEST(Checkpoint, MisalignedTensor) {
+    TempDir dir;
+    // Header of 61 bytes: the data area starts at byte 69, so an F32 tensor there is misaligned.
+    std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+    header.resize(61, ' ');
+    write_text(dir.path() / "model.safetensors", testing::raw_file(header, std::string(4, '\0')));
+    expect_error(Checkpoint::open(dir.str()).status(), StatusCode::kUnimplemented,
+                 {"model.safetensors", "'w'", "aligned"});
+}
+
 TEST(Checkpoint, NoCheckpoint) {
     TempDir dir;
     expect_error(Checkpoint::open(dir.str()).status(), StatusCode::kNotFound, {dir.str()});

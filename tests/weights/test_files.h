@@ -43,17 +43,21 @@ inline std::string shape_json(const std::vector<int64_t>& shape) {
     return s + "]";
 }
 
-// A well-formed file: tensors laid out back to back in the given order.
+// A well-formed file as the reference writers lay it out: header padded with spaces so the data area
+// starts 8-byte aligned, each tensor starting 8-byte aligned, in the given order.
 inline std::string make_file(const std::vector<StTensor>& tensors) {
     std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
     std::string data;
     for (const auto& t : tensors) {
+        data.resize((data.size() + 7) / 8 * 8, '\0');
         header += ",\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":" + shape_json(t.shape) +
                   ",\"data_offsets\":[" + std::to_string(data.size()) + "," +
                   std::to_string(data.size() + t.bytes.size()) + "]}";
         data += t.bytes;
     }
-    return raw_file(header + "}", data);
+    header += "}";
+    header.resize((8 + header.size() + 7) / 8 * 8 - 8, ' ');
+    return raw_file(header, data);
 }
 
 inline void write_text(const std::filesystem::path& p, const std::string& s) {

@@ -635,6 +635,71 @@ def run_goldens(model, prompts) -> tuple[dict[str, torch.Tensor], dict]:
 # ----------------------------------------------------------------------------------------------
 # Writers
 # ----------------------------------------------------------------------------------------------
+def read_st_dir(d: Path) -> dict[str, torch.Tensor]:
+    out = {}
+    for f in sorted(d.glob("*.safetensors")):
+        out.update(safetensors.torch.load_file(str(f)))
+    return out
+
+
+def artifact_self_check(cfg, root: Path, prompts) -> dict:
+    """Re-read the written artifacts and prove the goldens are a function of them:
+    tiny-v4: transformers' from_pretrained (its own official-name conversion) on the written
+    safetensors, upcast to fp32, reproduces every prefill golden.
+    tiny-v4-fp8: an independent decode of the stored FP8/FP4 bytes equals dequantized.safetensors
+    bit for bit, and the dequantized model reproduces every prefill golden.
+    "Reproduces" = max |diff| recorded; identical parameters still give ~1e-6 differences on some
+    shapes (CPU GEMM kernel choice depends on memory alignment), so this is not bitwise."""
+    rep = {}
+    tol = 1e-4
+    gold_a = safetensors.torch.load_file(str(root / "tests/fixtures/tiny-v4/goldens.safetensors"))
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as td:
+        os.symlink((root / "models/tiny-v4/model.safetensors").resolve(), Path(td) / "model.safetensors")
+        cfg.save_pretrained(td)
+        m = DeepseekV4ForCausalLM.from_pretrained(td, dtype=torch.float32).eval()
+        m.config._attn_implementation = "eager"
+        with torch.no_grad():
+            for i, ids in enumerate(prompts):
+                lg = m(input_ids=ids, use_cache=False).logits[0]
+                d = float((lg - gold_a[f"prompt.{i}.prefill_logits"]).abs().max())
+                assert d <= tol, f"tiny-v4 reload mismatch prompt {i}: {d}"
+                worst = max(worst, d)
+    rep["tiny_v4_from_pretrained_max_abs_diff_prefill_logits"] = worst
+
+    stored = read_st_dir(root / "models/tiny-v4-fp8")
+    deq = safetensors.torch.load_file(str(root / "tests/fixtures/tiny-v4-fp8/dequantized.safetensors"))
+    eff = {}
+    for k, v in stored.items():
+        if k.endswith(".scale"):
+            continue
+        if v.dtype == torch.float8_e4m3fn:
+            sc = stored[k[: -len(".weight")] + ".scale"].to(torch.float32)
+            sc = sc.repeat_interleave(FP8_BLOCK[0], 0).repeat_interleave(FP8_BLOCK[1], 1)
+            eff[k] = v.to(torch.float32) * sc[: v.shape[0], : v.shape[1]]
+            assert torch.equal(eff[k], deq[k]), k
+        elif v.dtype == torch.int8:
+            eff[k] = unpack_fp4(v, stored[k[: -len(".weight")] + ".scale"])
+            assert torch.equal(eff[k], deq[k]), k
+        elif v.dtype == torch.int64:
+            eff[k] = v
+        else:
+            eff[k] = v.to(torch.float32)
+    assert set(deq) == {k for k, v in stored.items() if v.dtype in (torch.float8_e4m3fn, torch.int8)}
+    rep["fp8_independent_decode_equals_dequantized_safetensors"] = True
+    gold_b = safetensors.torch.load_file(str(root / "tests/fixtures/tiny-v4-fp8/goldens.safetensors"))
+    m = load_effective(cfg, eff)
+    worst = 0.0
+    with torch.no_grad():
+        for i, ids in enumerate(prompts):
+            lg = m(input_ids=ids, use_cache=False).logits[0]
+            d = float((lg - gold_b[f"prompt.{i}.prefill_logits"]).abs().max())
+            assert d <= tol, f"tiny-v4-fp8 reload mismatch prompt {i}: {d}"
+            worst = max(worst, d)
+    rep["fp8_reload_max_abs_diff_prefill_logits"] = worst
+    return rep
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -733,10 +798,9 @@ def main() -> None:
     if d_b.exists():
         shutil.rmtree(d_b)
     d_b.mkdir(parents=True)
-    hf_cfg = cfg.to_dict()
-    hf_cfg.pop("_attn_implementation", None)
-    hf_cfg.pop("transformers_version", None)
-    hf_cfg["architectures"] = ["DeepseekV4ForCausalLM"]
+    with tempfile.TemporaryDirectory() as td:   # exactly what transformers' save_pretrained writes
+        cfg.save_pretrained(td)
+        hf_cfg = json.loads((Path(td) / "config.json").read_text())
     hf_cfg["dtype"] = "bfloat16"
     hf_cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0",
                                      "weight_block_size": list(FP8_BLOCK), "activation_scheme": "dynamic"}
@@ -771,6 +835,9 @@ def main() -> None:
     save_st(gold_b, fx_b / "goldens.safetensors")
     save_st(deq_b, fx_b / "dequantized.safetensors")
 
+    self_check = artifact_self_check(cfg, root, prompts)
+    print("artifact self-check:", self_check, flush=True)
+
     cmd = ("tools/oracle/generate.sh" + ("" if args.seed_start == 0 else f" --seed-start {args.seed_start}")
            + "   (with ORACLE_VENV=<venv holding requirements.txt> to skip the venv build)")
     common = {
@@ -779,6 +846,7 @@ def main() -> None:
         "versions": versions(),
         "canaries": canaries,
         "mapping_verification": mapping_report,
+        "artifact_self_check": self_check,
         "seeds": {"weights_seed": seed, "weights_seed_start": args.seed_start, "rejected_seeds": rejected,
                   "prompt_seed": PROMPT_SEED, "min_margin_threshold": MIN_MARGIN,
                   "min_selection_gap_threshold": MIN_SELECT_GAP},
