@@ -144,8 +144,10 @@ core::Result<Cycle> run_cycle(DeepseekV4Model& m, int64_t B, int64_t P, int64_t 
     return out;
 }
 
-core::Status write_logits(DeepseekV4Model& m, int64_t P, int64_t block_size, const std::string& path) {
-    const int64_t V = m.vocab_size(), nb = (P + block_size - 1) / block_size;
+// Sequence 0's prefill logits [P, V], its ids, and gen_len greedy tokens (for a peer engine to reproduce).
+core::Status write_logits(DeepseekV4Model& m, int64_t P, int64_t gen_len, int64_t block_size,
+                          const std::string& path) {
+    const int64_t V = m.vocab_size(), nb = (P + gen_len + block_size - 1) / block_size;
     std::vector<int32_t> ids, blocks;
     for (int64_t i = 0; i < P; ++i) ids.push_back(prompt_token(0, i, V));
     for (int64_t k = 0; k < nb; ++k) blocks.push_back(static_cast<int32_t>(k));
@@ -155,6 +157,15 @@ core::Status write_logits(DeepseekV4Model& m, int64_t P, int64_t block_size, con
     weights::SafetensorsWriter w;
     w.add_i64("ids", core::Shape{P}, std::vector<int64_t>(ids.begin(), ids.end()));
     w.add_f32("logits", core::Shape{P, V}, logits);
+    // A few greedy tokens through the KV cache, for the peer to reproduce.
+    std::vector<int64_t> gen;
+    std::vector<float> last(logits.end() - V, logits.end());
+    for (int64_t s = 0; s < gen_len; ++s) {
+        gen.push_back(model::argmax(last.data(), V));
+        if (s + 1 < gen_len)
+            DI_RETURN_IF_ERROR(runner.feed({static_cast<int32_t>(gen.back())}, 0, false, &last));
+    }
+    w.add_i64("gen_ids", core::Shape{gen_len}, gen);
     return w.write(path);
 }
 
@@ -200,7 +211,8 @@ int run_bench(const std::vector<std::string>& argv) {
     spec.num_slots = static_cast<int32_t>(B);
     if (core::Status s = m.init_kv_cache(spec); !s.ok()) return fail(s);
     if (auto path = args->get("logits-out")) {
-        if (core::Status s = write_logits(m, P, block_size, *path); !s.ok()) return fail(s);
+        if (core::Status s = write_logits(m, P, std::min<long long>(N, 5), block_size, *path); !s.ok())
+            return fail(s);
     }
 
     // Warm-up (pages of every touched weight mapped in, allocator settled), then the measured repeats.
