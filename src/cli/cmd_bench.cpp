@@ -96,7 +96,7 @@ struct Cycle {
 };
 
 // B prompts of P tokens in one batch, then `gen` decode steps of B tokens; every sequence restarts at 0.
-core::Result<Cycle> run_cycle(DeepseekV4Model& m, int64_t B, int64_t P, int64_t gen, int64_t blocks_per_seq) {
+core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t gen, int64_t blocks_per_seq) {
     const int64_t V = m.vocab_size();
     model::ForwardBatch pb;
     for (int64_t b = 0; b < B; ++b) {
