@@ -37,8 +37,9 @@ public:
     // Returns false if no such live request.
     bool abort(const std::string& request_id);
 
-    // One scheduling step + forward + sampling. Returns the outputs of requests that changed. An error
-    // means the model failed; the requests in that step are aborted with the error.
+    // One scheduling step + forward + sampling. Returns the outputs of requests that changed. If the model
+    // fails, the requests in that step finish (kAbort) with the model's error in RequestOutput::status;
+    // a non-ok Result means the engine itself is broken (a bug) and should not be stepped again.
     core::Result<std::vector<RequestOutput>> step();
     bool has_work() const;
 
@@ -46,6 +47,9 @@ public:
     const StepMetrics& last_step_metrics() const;
     const EngineCounters& counters() const;
     int32_t num_live_requests() const;
+    // For tests: block refcounts match the sequences' block tables, nothing leaked, slots balance, the
+    // last step respected the token budget and sequence cap. Empty when everything holds.
+    std::string check_invariants() const;
 
     class Impl;
 
