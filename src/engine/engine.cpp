@@ -95,7 +95,10 @@ core::Status LLMEngine::Impl::add_request(Request request) {
         return core::out_of_range("request '" + request.id + "': prompt of " + std::to_string(prompt_len) +
                                   " tokens leaves no room under the max model length " +
                                   std::to_string(config_.max_model_len));
-    int64_t max_tokens = request.params.max_tokens.value_or(config_.max_model_len - prompt_len);
+    // Unset max_tokens: as many as the model length and the pool allow (the last token needs no KV).
+    const int64_t pool_len = config_.num_kv_blocks * config_.block_size + 1;
+    int64_t max_tokens = request.params.max_tokens.value_or(
+        std::max<int64_t>(1, std::min(config_.max_model_len, pool_len) - prompt_len));
     if (prompt_len + max_tokens > config_.max_model_len)
         return core::out_of_range("request '" + request.id + "': prompt " + std::to_string(prompt_len) +
                                   " + max_tokens " + std::to_string(max_tokens) +
@@ -326,10 +329,8 @@ core::Result<std::unique_ptr<LLMEngine>> LLMEngine::create(model::CausalLm* mode
                 " per sequence slot)");
     }
     if (c.num_kv_blocks > INT32_MAX / 2) return core::invalid_argument("--num-kv-blocks too large");
-    int64_t limit = c.num_kv_blocks * c.block_size;
-    if (geo.max_position > 0) limit = std::min(limit, geo.max_position);
     if (c.max_model_len <= 0) {
-        c.max_model_len = limit;
+        c.max_model_len = geo.max_position > 0 ? geo.max_position : int64_t(1) << 40;
     } else if (geo.max_position > 0 && c.max_model_len > geo.max_position) {
         return core::invalid_argument("--max-model-len " + std::to_string(c.max_model_len) +
                                       " exceeds the model's maximum position " +

@@ -14,7 +14,7 @@ struct EngineConfig {
     int32_t max_num_seqs = 64;             // running sequences (= per-sequence state slots)
     int32_t max_num_batched_tokens = 2048; // tokens per step (decodes + prefill chunks)
     bool enable_prefix_caching = true;
-    int64_t max_model_len = 0; // 0 = min(model max position, what the pool can hold)
+    int64_t max_model_len = 0; // 0 = the model's max position
     // Static shapes: when non-empty (ascending), every step's token count is padded up to the smallest
     // bucket that holds it. Padding rows go to the scratch block and slot and are never real tokens.
     std::vector<int32_t> token_buckets;
