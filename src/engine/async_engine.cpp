@@ -64,9 +64,9 @@ void AsyncEngine::State::loop() {
             std::string id = request.id;
             core::Status st = broken ? core::unavailable("engine failed; not accepting requests")
                                      : engine->add_request(std::move(request));
-            if (!st.ok()) { // the engine rejects duplicates of live ids too
+            if (!st.ok()) {   // the engine rejects duplicates of live ids too
+                finish_one(); // before the callback, so a caller woken by it can submit again
                 callback(final_error(id, st));
-                finish_one();
                 continue;
             }
             callbacks.emplace(id, std::move(callback));
@@ -79,8 +79,8 @@ void AsyncEngine::State::loop() {
             broken = true;
             for (auto& [id, cb] : callbacks) {
                 engine->abort(id);
-                cb(final_error(id, outs.status()));
                 finish_one();
+                cb(final_error(id, outs.status()));
             }
             callbacks.clear();
             while (engine->has_work() && engine->step().ok()) {
@@ -90,10 +90,13 @@ void AsyncEngine::State::loop() {
         for (const RequestOutput& o : *outs) {
             auto it = callbacks.find(o.request_id);
             if (it == callbacks.end()) continue;
-            it->second(o);
             if (o.finished) {
+                Callback cb = std::move(it->second);
                 callbacks.erase(it);
                 finish_one();
+                cb(o);
+            } else {
+                it->second(o);
             }
         }
         std::lock_guard<std::mutex> lock(mu);
@@ -107,13 +110,13 @@ void AsyncEngine::State::loop() {
         left.swap(inbox);
     }
     for (auto& [request, callback] : left) {
-        callback(final_error(request.id, core::unavailable("engine shutting down")));
         finish_one();
+        callback(final_error(request.id, core::unavailable("engine shutting down")));
     }
     for (auto& [id, cb] : callbacks) {
         engine->abort(id);
-        cb(final_error(id, core::unavailable("engine shutting down")));
         finish_one();
+        cb(final_error(id, core::unavailable("engine shutting down")));
     }
     callbacks.clear();
 }
