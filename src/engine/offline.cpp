@@ -175,7 +175,7 @@ core::Result<OfflineSummary> run_offline_jsonl(LLMEngine& engine, std::istream& 
         }
     }
     summary.num_requests = static_cast<int64_t>(items.size());
-    int64_t done = summary.num_errors;
+    int64_t done = summary.num_errors, drawn = -1;
     auto write_ready = [&, next = size_t(0)]() mutable {
         for (; next < items.size() && items[next].done; ++next) {
             const Pending& it = items[next];
@@ -222,10 +222,12 @@ core::Result<OfflineSummary> run_offline_jsonl(LLMEngine& engine, std::istream& 
             }
         }
         write_ready();
-        if (options.progress)
+        if (options.progress && done != drawn) { // redraw when a request finishes, not every step
+            drawn = done;
             draw_progress(done, summary.num_requests,
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                           summary.output_tokens);
+        }
     }
     write_ready();
     if (options.progress) std::fprintf(stderr, "\n");
