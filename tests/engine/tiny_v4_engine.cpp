@@ -22,7 +22,9 @@ using model::deepseek_v4::DeepseekV4Model;
 
 namespace {
 
-std::string source_path(const std::string& rel) { return std::string(DEEPINFER_SOURCE_DIR) + "/" + rel; }
+std::string source_path(const std::string& rel) {
+    return std::string(DEEPINFER_SOURCE_DIR) + "/" + rel;
+}
 
 DeepseekV4Model& tiny() {
     static std::unique_ptr<DeepseekV4Model> m = [] {
@@ -161,9 +163,11 @@ TEST_P(TinyV4Slow, SixtyFourMixedRequestsMatchTheirSoloRuns) {
     for (auto& [q, want] : goldens) EXPECT_EQ(r.tokens.at(q.id)[0], want) << q.id << " vs transformers";
     expect_solo(r, workload(64, 400, 64, 4242));
     EXPECT_GT(r.counters.preemptions, 0);
-    std::printf("budget %d prefix %d: %lld steps, %lld preemptions, prefix hit rate %.3f\n", GetParam().budget,
-                GetParam().prefix, (long long)r.steps, (long long)r.counters.preemptions,
-                r.counters.prefix_hit_rate());
+    std::printf(
+        "budget %d prefix %d: %zu requests (%zu with goldens), %lld steps, %lld preemptions, prefix hit "
+        "rate %.3f\n",
+        GetParam().budget, GetParam().prefix, reqs.size(), goldens.size(), (long long)r.steps,
+        (long long)r.counters.preemptions, r.counters.prefix_hit_rate());
 }
 
 INSTANTIATE_TEST_SUITE_P(Budgets, TinyV4Slow,
