@@ -17,6 +17,7 @@ struct RunResult {
     std::map<std::string, std::vector<std::vector<int32_t>>> tokens; // id -> [n] output tokens
     std::map<std::string, std::vector<std::string>> finish;          // id -> [n] finish reasons
     std::map<std::string, RequestOutput> last;                       // id -> final output
+    std::map<std::string, std::vector<std::optional<TokenLogprob>>> prompt_logprobs;
     EngineCounters counters;
     int64_t max_batch = 0;
     int64_t steps = 0;
@@ -62,6 +63,7 @@ inline RunResult run_engine(LLMEngine& engine, const std::vector<Request>& reque
                 if (d.finish_reason)
                     r.finish[o.request_id][d.index] = std::string(finish_reason_name(*d.finish_reason));
             }
+            if (o.prompt_logprobs) r.prompt_logprobs[o.request_id] = *o.prompt_logprobs;
             if (o.finished) r.last[o.request_id] = o;
         }
         if (++r.steps > max_steps) {

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "engine/engine.h"
 #include "engine_harness.h"
@@ -142,9 +144,63 @@ TEST(TinyV4Fast, SeededSamplingIsBatchInvariant) {
     crowd.insert(crowd.begin() + 3, mine.begin(), mine.end());
     RunResult together = run(pool(12, 32, true, 6), crowd);
     ASSERT_TRUE(together.ok);
+    EXPECT_GT(together.counters.preemptions, 0); // the seeded ones may be among the recomputed
     for (const Request& q : mine) {
         RunResult alone = run(pool(64, 512, false, 4), {q});
         EXPECT_EQ(together.tokens.at(q.id)[0], alone.tokens.at(q.id)[0]) << q.id;
+    }
+}
+
+TEST(TinyV4Fast, NGreaterThanOneForksMatchTheUnforkedRun) {
+    Request q = workload(1, 1, 1, 5)[0];
+    q.id = "fork";
+    q.prompt_ids.assign(37, 0); // 37 = 2 full blocks + a shared partial block (copy-on-write)
+    for (int i = 0; i < 37; ++i) q.prompt_ids[i] = 2 + (i * 29) % 510;
+    q.params.n = 3;
+    q.params.temperature = 1.0f;
+    q.params.seed = 77;
+    q.params.max_tokens = 12;
+    q.params.ignore_eos = true;
+    RunResult forked = run(pool(64, 64, true, 8), {q});  // forks share the prompt's blocks
+    RunResult serial = run(pool(64, 64, false, 1), {q}); // one running sequence: each recomputes
+    ASSERT_TRUE(forked.ok && serial.ok);
+    EXPECT_EQ(forked.tokens.at("fork"), serial.tokens.at("fork"));
+    std::set<std::vector<int32_t>> distinct(forked.tokens.at("fork").begin(), forked.tokens.at("fork").end());
+    EXPECT_GT(distinct.size(), 1u);
+}
+
+TEST(TinyV4Fast, PromptLogprobsMatchTheGoldenPrefillLogits) {
+    auto f = weights::SafetensorsFile::open(source_path("tests/fixtures/tiny-v4/goldens.safetensors"),
+                                            "goldens.safetensors");
+    ASSERT_TRUE(f.ok());
+    const weights::HeaderEntry *ids_e = nullptr, *logits_e = nullptr;
+    for (const auto& e : (*f)->header().tensors) {
+        if (e.name == "prompt.0.ids") ids_e = &e;
+        if (e.name == "prompt.0.prefill_logits") logits_e = &e;
+    }
+    ASSERT_TRUE(ids_e && logits_e);
+    Request q;
+    q.id = "plp";
+    const int64_t* ip = static_cast<const int64_t*>((*f)->data(*ids_e));
+    for (int64_t i = 0; i < ids_e->shape.numel(); ++i) q.prompt_ids.push_back(static_cast<int32_t>(ip[i]));
+    const float* ref = static_cast<const float*>((*f)->data(*logits_e)); // [L, V]
+    const int64_t V = tiny().vocab_size();
+    q.params.temperature = 0.0f;
+    q.params.max_tokens = 1;
+    q.params.prompt_logprobs = 1;
+    auto engine = LLMEngine::create(&tiny(), pool(64, 5, true)); // prompt in chunks of 5
+    ASSERT_TRUE(engine.ok());
+    RunResult r = run_engine(**engine, {q});
+    ASSERT_TRUE(r.ok);
+    ASSERT_EQ(r.prompt_logprobs.at("plp").size(), q.prompt_ids.size());
+    for (size_t i = 1; i < q.prompt_ids.size(); ++i) {
+        const float* row = ref + (i - 1) * V;
+        double m = row[0], z = 0;
+        for (int64_t v = 1; v < V; ++v) m = std::max<double>(m, row[v]);
+        for (int64_t v = 0; v < V; ++v) z += std::exp(double(row[v]) - m);
+        double want = row[q.prompt_ids[i]] - m - std::log(z);
+        ASSERT_TRUE(r.prompt_logprobs.at("plp")[i].has_value());
+        EXPECT_NEAR(r.prompt_logprobs.at("plp")[i]->logprob, want, 1e-3) << i;
     }
 }
 
