@@ -241,3 +241,33 @@ TEST(EngineFake, StepMetricsDescribeTheStep) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(EngineFake, ModelFailureAbortsTheStepsRequestsWithTheError) {
+    FakeModel model(kVocab);
+    auto engine = LLMEngine::create(&model, small_pool(64, true));
+    ASSERT_TRUE(engine.ok());
+    auto reqs = mixed_workload(4, 30, 10, kVocab, 8);
+    for (auto& q : reqs) ASSERT_TRUE((*engine)->add_request(q).ok());
+    model.fail_at_call = 2;
+    int failed = 0;
+    while ((*engine)->has_work()) {
+        auto outs = (*engine)->step();
+        ASSERT_TRUE(outs.ok());
+        EXPECT_EQ((*engine)->check_invariants(), "");
+        for (const auto& o : *outs)
+            if (o.finished && !o.status.ok()) {
+                ++failed;
+                EXPECT_NE(o.status.message().find("injected"), std::string::npos);
+                EXPECT_EQ(o.deltas.back().finish_reason, FinishReason::kAbort);
+            }
+    }
+    EXPECT_EQ(failed, 4); // all four were in the failing step
+    // The engine still serves new requests.
+    ASSERT_TRUE((*engine)->add_request(reqs[0]).ok());
+    RunResult r = run_engine(**engine, {});
+    EXPECT_TRUE(r.ok);
+}
+
+} // namespace
