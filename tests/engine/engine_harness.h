@@ -20,6 +20,7 @@ struct RunResult {
     std::map<std::string, std::vector<std::optional<TokenLogprob>>> prompt_logprobs;
     EngineCounters counters;
     int64_t max_batch = 0;
+    int64_t padding_tokens = 0;
     int64_t steps = 0;
     bool ok = true;
 };
@@ -47,6 +48,7 @@ inline RunResult run_engine(LLMEngine& engine, const std::vector<Request>& reque
             break;
         }
         r.max_batch = std::max<int64_t>(r.max_batch, engine.last_step_metrics().batch_size);
+        r.padding_tokens += engine.last_step_metrics().num_padding_tokens;
         for (const RequestOutput& o : *outs) {
             if (!o.status.ok()) {
                 ADD_FAILURE() << o.request_id << ": " << o.status.to_string();

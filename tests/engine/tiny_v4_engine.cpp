@@ -129,6 +129,16 @@ TEST(TinyV4Fast, GoldensAndMixedRequestsUnderPreemption) {
                 (long long)r.counters.preemptions, r.counters.prefix_hit_rate());
 }
 
+TEST(TinyV4Fast, StaticShapeBucketsDoNotChangeTokens) {
+    auto reqs = workload(8, 90, 12, 31);
+    EngineConfig c = pool(40, 48, true, 8);
+    c.token_buckets = {8, 16, 32, 48};
+    RunResult r = run(c, reqs);
+    ASSERT_TRUE(r.ok);
+    EXPECT_GT(r.padding_tokens, 0);
+    expect_solo(r, reqs);
+}
+
 TEST(TinyV4Fast, SeededSamplingIsBatchInvariant) {
     std::vector<Request> mine;
     for (uint64_t seed : {1, 2}) {
