@@ -52,7 +52,7 @@ core::Status LLMEngine::Impl::add_request(Request request) {
     auto r = std::make_unique<RequestState>();
     r->number = next_request_number_++;
     r->rng_seed = request.params.seed ? *request.params.seed : mix_seed(config_.default_seed, r->number);
-    r->max_tokens = static_cast<int32_t>(max_tokens);
+    r->max_tokens = static_cast<int32_t>(std::min<int64_t>(max_tokens, INT32_MAX));
     if (request.params.prompt_logprobs) r->prompt_logprobs.resize(prompt_len);
     r->pending_logprobs.resize(request.params.n);
     r->request = std::move(request);
