@@ -2,6 +2,7 @@
 // Paths and shared loading for the tokenizer tests.
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 

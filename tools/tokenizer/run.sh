@@ -20,7 +20,6 @@ fetch_encoder() {
   if [ ! -f "$ORACLE/deepseek_v4_encoding.py" ]; then
     mkdir -p "$ORACLE/wheel"
     "$VENV/bin/pip" download -q --no-deps vllm==0.33.0 -d "$ORACLE/wheel"
-    (cd "$ORACLE" && "$PY" -m zipfile -e wheel/vllm-0.33.0-*.whl unzipped >/dev/null 2>&1 || true)
     "$PY" - "$ORACLE" <<'PYEOF'
 import glob, sys, zipfile
 d = sys.argv[1]
