@@ -1,5 +1,6 @@
 #include "weights/safetensors_writer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -41,8 +42,16 @@ core::Status SafetensorsWriter::write(const std::string& path) const {
         for (const auto& [k, v] : metadata_) meta[k] = v;
         header["__metadata__"] = meta;
     }
+    // The format has no padding between tensors, so every tensor starts aligned to its element size only if
+    // wider elements come first (the loader rejects misaligned tensors rather than read them unaligned).
+    std::vector<const Entry*> order;
+    for (const auto& e : entries_) order.push_back(&e);
+    std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+        return core::dtype_size(a->dtype) > core::dtype_size(b->dtype);
+    });
     uint64_t offset = 0;
-    for (const auto& e : entries_) {
+    for (const Entry* ep : order) {
+        const Entry& e = *ep;
         nlohmann::ordered_json t;
         t["dtype"] = std::string(core::dtype_name(e.dtype));
         t["shape"] = e.shape.to_vector();
@@ -59,7 +68,8 @@ core::Status SafetensorsWriter::write(const std::string& path) const {
     for (int i = 0; i < 8; ++i) len_le[i] = static_cast<uint8_t>(len >> (8 * i));
     bool ok =
         std::fwrite(len_le, 1, 8, f.get()) == 8 && std::fwrite(h.data(), 1, h.size(), f.get()) == h.size();
-    for (const auto& e : entries_) {
+    for (const Entry* ep : order) {
+        const Entry& e = *ep;
         if (!ok) break;
         ok = e.bytes.empty() || std::fwrite(e.bytes.data(), 1, e.bytes.size(), f.get()) == e.bytes.size();
     }

@@ -1,6 +1,7 @@
 #pragma once
 // Writes safetensors files: synthetic checkpoints shaped like the real models (`deepinfer make-synthetic`),
-// probe dumps, and test fixtures. Tensors are written in insertion order, 8-byte aligned header.
+// probe dumps, and test fixtures. The header is padded to 8 bytes and tensors are laid out widest element
+// type first (insertion order within a width), so every tensor is aligned to its element size.
 
 #include <cstdint>
 #include <string>
