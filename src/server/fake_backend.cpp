@@ -147,9 +147,11 @@ struct FakeBackend::Impl {
             for (auto& p : fresh) {
                 --queued;
                 prefix_queries += p.request.prompt_tokens.size();
-                uint64_t seed = p.request.sampling.seed
-                                    ? *p.request.sampling.seed ^ hash_tokens(p.request.prompt_tokens)
-                                    : nonce.fetch_add(0x9E3779B97F4A7C15ull);
+                // Seeded or greedy requests are a function of (seed, prompt); others draw a fresh stream.
+                const SamplingOptions& sp = p.request.sampling;
+                uint64_t seed = sp.seed ? *sp.seed ^ hash_tokens(p.request.prompt_tokens)
+                                : sp.temperature == 0.0 ? hash_tokens(p.request.prompt_tokens)
+                                                        : nonce.fetch_add(0x9E3779B97F4A7C15ull);
                 if (aborted.erase(p.request.id)) {
                     live.erase(p.request.id);
                     GenerationDelta d;
