@@ -1,0 +1,37 @@
+#include "engine/admission.h"
+
+#include <string>
+
+namespace deepinfer::engine {
+
+int32_t blocks_to_extend(const Sequence& seq, int64_t num_new, const BlockManager& bm) {
+    const int32_t bs = bm.block_size();
+    int64_t have = static_cast<int64_t>(seq.block_table.size());
+    int64_t need = blocks_for_tokens(seq.num_computed + num_new, bs) - have;
+    if (need < 0) need = 0;
+    int64_t first = seq.num_computed / bs; // block receiving the first new position
+    if (num_new > 0 && first < have && bm.refcount(seq.block_table[first]) > 1) ++need;
+    return static_cast<int32_t>(need);
+}
+
+bool can_admit(int64_t chunk_end, int32_t match_blocks, int32_t match_evictable, int32_t reserve_blocks,
+               const BlockManager& bm) {
+    int64_t new_blocks = blocks_for_tokens(chunk_end, bm.block_size()) - match_blocks;
+    int64_t available = bm.num_available_blocks() - match_evictable;
+    return bm.num_free_slots() > 0 && available - reserve_blocks >= new_blocks;
+}
+
+core::Status check_fits_in_empty_pool(int64_t prompt_len, int64_t max_tokens, int64_t num_blocks,
+                                      int32_t block_size) {
+    // The last sampled token never enters the KV cache.
+    int64_t kv_tokens = prompt_len + max_tokens - 1;
+    int64_t need = blocks_for_tokens(kv_tokens, block_size);
+    if (need <= num_blocks) return {};
+    return core::resource_exhausted(
+        "request needs " + std::to_string(need) + " KV blocks of " + std::to_string(block_size) +
+        " positions (prompt " + std::to_string(prompt_len) + " + max_tokens " + std::to_string(max_tokens) +
+        "), but the whole pool has " + std::to_string(num_blocks) +
+        "; lower max_tokens or raise --kv-cache-memory / --num-kv-blocks");
+}
+
+} // namespace deepinfer::engine

@@ -1,0 +1,405 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/check.h"
+#include "core/logging.h"
+#include "engine/admission.h"
+#include "engine/batch_builder.h"
+#include "engine/block_manager.h"
+#include "engine/request_state.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+
+namespace deepinfer::engine {
+
+namespace {
+uint64_t mix_seed(uint64_t a, uint64_t b) {
+    uint64_t x = a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    return x ^ (x >> 29);
+}
+} // namespace
+
+class LLMEngine::Impl {
+public:
+    Impl(model::CausalLm* model, const EngineConfig& config, int32_t vocab)
+        : model_(model), config_(config), vocab_(vocab),
+          blocks_(static_cast<int32_t>(config.num_kv_blocks), config.block_size, config.max_num_seqs,
+                  config.enable_prefix_caching),
+          scheduler_({config.max_num_seqs, config.max_num_batched_tokens,
+                      std::max<int32_t>(1, static_cast<int32_t>(config.num_kv_blocks / 100))},
+                     &blocks_) {
+        metrics_.kv_blocks_total = config.num_kv_blocks;
+    }
+
+    core::Status add_request(Request request);
+    bool abort(const std::string& id);
+    core::Result<std::vector<RequestOutput>> step();
+    bool has_work() const {
+        return !scheduler_.running().empty() || !scheduler_.waiting().empty() || !changed_.empty();
+    }
+
+    model::CausalLm* model_;
+    EngineConfig config_;
+    int32_t vocab_;
+    BlockManager blocks_;
+    Scheduler scheduler_;
+    Sampler sampler_;
+    std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
+    std::vector<RequestState*> changed_; // requests with something to report
+    uint64_t next_request_number_ = 0;
+    int64_t next_seq_id_ = 0;
+    StepMetrics metrics_;
+    EngineCounters counters_;
+    std::vector<float> logits_;
+
+private:
+    void mark_changed(RequestState* r) {
+        if (!r->changed) changed_.push_back(r);
+        r->changed = true;
+    }
+    void finish(Sequence* seq, FinishReason reason, std::optional<int32_t> stop_token = std::nullopt) {
+        seq->finish_reason = reason;
+        seq->stop_token_id = stop_token;
+        seq->status = SequenceStatus::kFinished;
+        scheduler_.remove(seq);
+        ++metrics_.num_finished;
+        mark_changed(seq->request);
+    }
+    // Appends a sampled token and applies the stop rules.
+    void append_token(Sequence* seq, const SampleResult& s);
+    void sample_row(Sequence* seq, std::span<const float> row, int64_t position);
+    void start_children(RequestState* r, std::span<const float> row, int64_t position);
+    std::vector<RequestOutput> collect_outputs();
+};
+
+core::Status LLMEngine::Impl::add_request(Request request) {
+    if (request.id.empty()) return core::invalid_argument("request id is empty");
+    if (requests_.count(request.id))
+        return core::invalid_argument("duplicate request id '" + request.id + "'");
+    if (request.prompt_ids.empty())
+        return core::invalid_argument("request '" + request.id + "': empty prompt");
+    for (int32_t t : request.prompt_ids)
+        if (t < 0 || t >= vocab_)
+            return core::invalid_argument("request '" + request.id + "': prompt token id " +
+                                          std::to_string(t) + " outside the vocabulary [0, " +
+                                          std::to_string(vocab_) + ")");
+    DI_RETURN_IF_ERROR(request.params.validate(vocab_, config_.max_logprobs));
+    const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
+    if (prompt_len >= config_.max_model_len)
+        return core::out_of_range("request '" + request.id + "': prompt of " + std::to_string(prompt_len) +
+                                  " tokens leaves no room under the max model length " +
+                                  std::to_string(config_.max_model_len));
+    // Unset max_tokens: as many as the model length and the pool allow (the last token needs no KV).
+    const int64_t pool_len = config_.num_kv_blocks * config_.block_size + 1;
+    int64_t max_tokens = request.params.max_tokens.value_or(
+        std::max<int64_t>(1, std::min(config_.max_model_len, pool_len) - prompt_len));
+    if (prompt_len + max_tokens > config_.max_model_len)
+        return core::out_of_range("request '" + request.id + "': prompt " + std::to_string(prompt_len) +
+                                  " + max_tokens " + std::to_string(max_tokens) +
+                                  " exceeds the max model length " + std::to_string(config_.max_model_len));
+    DI_RETURN_IF_ERROR(
+        check_fits_in_empty_pool(prompt_len, max_tokens, config_.num_kv_blocks, config_.block_size)
+            .with_context("request '" + request.id + "'"));
+
+    auto r = std::make_unique<RequestState>();
+    r->number = next_request_number_++;
+    r->rng_seed = request.params.seed ? *request.params.seed : mix_seed(config_.default_seed, r->number);
+    r->max_tokens = static_cast<int32_t>(max_tokens);
+    if (request.params.prompt_logprobs) r->prompt_logprobs.resize(prompt_len);
+    r->pending_logprobs.resize(request.params.n);
+    r->request = std::move(request);
+    for (int32_t i = 0; i < r->request.params.n; ++i) {
+        auto seq = std::make_unique<Sequence>();
+        seq->seq_id = next_seq_id_++;
+        seq->request = r.get();
+        seq->sample_index = i;
+        seq->tokens = r->request.prompt_ids;
+        seq->prompt_len = static_cast<int32_t>(prompt_len);
+        r->seqs.push_back(std::move(seq));
+    }
+    r->children_started = r->seqs.size() == 1;
+    scheduler_.add_waiting(r->seqs[0].get());
+    std::string id = r->request.id;
+    requests_.emplace(std::move(id), std::move(r));
+    return {};
+}
+
+bool LLMEngine::Impl::abort(const std::string& id) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second->finished) return false;
+    for (auto& seq : it->second->seqs)
+        if (!seq->is_finished()) finish(seq.get(), FinishReason::kAbort);
+    return true;
+}
+
+void LLMEngine::Impl::append_token(Sequence* seq, const SampleResult& s) {
+    RequestState* r = seq->request;
+    const SamplingParams& p = r->request.params;
+    const bool stops_allowed = seq->num_output() >= p.min_tokens;
+    seq->tokens.push_back(s.token);
+    if (s.logprob) r->pending_logprobs[seq->sample_index].push_back(*s.logprob);
+    mark_changed(r);
+    if (stops_allowed && !p.ignore_eos && s.token == model_->eos_token_id()) {
+        finish(seq, FinishReason::kStop, s.token);
+    } else if (stops_allowed && std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), s.token) !=
+                                    p.stop_token_ids.end()) {
+        finish(seq, FinishReason::kStop, s.token);
+    } else if (seq->num_output() >= r->max_tokens || seq->num_tokens() >= config_.max_model_len) {
+        finish(seq, FinishReason::kLength);
+    }
+}
+
+void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int64_t position) {
+    RequestState* r = seq->request;
+    SampleInput in;
+    in.logits = row;
+    in.params = &r->request.params;
+    in.prompt = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
+    in.output = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
+    in.seed = r->rng_seed;
+    in.position = position;
+    in.sample_index = seq->sample_index;
+    in.eos_token_id = model_->eos_token_id();
+    append_token(seq, sampler_.sample(in));
+}
+
+// n > 1: the other completions sample their first token from the same prompt logits, then share the
+// prompt's blocks (fork) or, when no slot is free, wait to recompute like a preempted sequence.
+void LLMEngine::Impl::start_children(RequestState* r, std::span<const float> row, int64_t position) {
+    r->children_started = true;
+    const Sequence& parent = *r->seqs[0];
+    for (size_t i = 1; i < r->seqs.size(); ++i) {
+        Sequence* child = r->seqs[i].get();
+        sample_row(child, row, position);
+        if (child->is_finished()) continue;
+        if (parent.status == SequenceStatus::kRunning && scheduler_.fork(parent, child)) {
+            model_->copy_slot(parent.slot, child->slot);
+        } else {
+            child->status = SequenceStatus::kPreempted;
+            scheduler_.add_waiting(child, /*front=*/true);
+        }
+    }
+}
+
+std::vector<RequestOutput> LLMEngine::Impl::collect_outputs() {
+    std::vector<RequestOutput> outs;
+    for (RequestState* r : changed_) {
+        r->changed = false;
+        RequestOutput o;
+        o.request_id = r->request.id;
+        o.status = r->status;
+        o.prompt_tokens = static_cast<int32_t>(r->request.prompt_ids.size());
+        o.cached_tokens = std::max(r->cached_tokens, 0);
+        if (r->wants_prompt_logprobs() && !r->prompt_logprobs_sent && r->seqs[0]->num_output() > 0) {
+            o.prompt_logprobs = r->prompt_logprobs;
+            r->prompt_logprobs_sent = true;
+        }
+        for (auto& seq : r->seqs) {
+            o.completion_tokens += seq->num_output();
+            bool report_finish = seq->is_finished() && !seq->finish_reported;
+            if (seq->num_emitted == seq->num_output() && !report_finish) continue;
+            CompletionDelta d;
+            d.index = seq->sample_index;
+            d.token_ids.assign(seq->tokens.begin() + seq->prompt_len + seq->num_emitted, seq->tokens.end());
+            d.logprobs = std::move(r->pending_logprobs[seq->sample_index]);
+            r->pending_logprobs[seq->sample_index].clear();
+            seq->num_emitted = seq->num_output();
+            d.num_output_tokens = seq->num_output();
+            if (report_finish) {
+                d.finish_reason = seq->finish_reason;
+                d.stop_token_id = seq->stop_token_id;
+                seq->finish_reported = true;
+            }
+            o.deltas.push_back(std::move(d));
+        }
+        r->finished = r->all_finished();
+        o.finished = r->finished;
+        outs.push_back(std::move(o));
+    }
+    changed_.clear();
+    return outs;
+}
+
+} // namespace deepinfer::engine
+
+namespace deepinfer::engine {
+
+core::Result<std::vector<RequestOutput>> LLMEngine::Impl::step() {
+    const auto t0 = std::chrono::steady_clock::now();
+    StepMetrics m;
+    m.step = ++counters_.steps;
+    m.kv_blocks_total = config_.num_kv_blocks;
+    metrics_ = m;
+
+    SchedulerOutput sched = scheduler_.schedule();
+    metrics_.num_preemptions = static_cast<int32_t>(sched.preempted.size());
+    metrics_.prefix_query_tokens = sched.prefix_query_tokens;
+    metrics_.prefix_hit_tokens = sched.prefix_hit_tokens;
+    metrics_.num_prefill_tokens = sched.num_prefill_tokens;
+    metrics_.num_decode_tokens = sched.num_decode_tokens;
+    metrics_.batch_size = static_cast<int32_t>(sched.chunks.size());
+    if (sched.chunks.empty() && changed_.empty() && !scheduler_.waiting().empty())
+        return core::internal_error("scheduler made no progress with " +
+                                    std::to_string(scheduler_.waiting().size()) + " waiting sequences");
+
+    if (!sched.chunks.empty()) {
+        for (const auto& [src, dst] : sched.block_copies) model_->copy_block(src, dst);
+        BuiltBatch built = build_forward_batch(sched, blocks_, config_.token_buckets);
+        metrics_.num_padding_tokens = built.num_padding;
+        metrics_.num_logits_rows = static_cast<int32_t>(built.rows.size());
+        logits_.assign(built.rows.size() * size_t(vocab_), 0.0f);
+        core::Status st = model_->forward(built.batch, logits_.data());
+        if (!st.ok()) {
+            DI_LOG(Error) << "forward failed: " << st.to_string();
+            for (const ScheduledChunk& c : sched.chunks) {
+                RequestState* r = c.seq->request;
+                if (r->status.ok()) r->status = st;
+                for (auto& seq : r->seqs)
+                    if (!seq->is_finished()) finish(seq.get(), FinishReason::kAbort);
+            }
+        } else {
+            for (const ScheduledChunk& c : sched.chunks) scheduler_.on_computed(c.seq, c.num_tokens);
+            for (size_t i = 0; i < built.rows.size(); ++i) {
+                const LogitsRow& lr = built.rows[i];
+                std::span<const float> row(logits_.data() + i * size_t(vocab_), size_t(vocab_));
+                RequestState* r = lr.seq->request;
+                if (!lr.sample) {
+                    r->prompt_logprobs[lr.position + 1] = Sampler::logprob_of(
+                        row, lr.seq->tokens[lr.position + 1], *r->request.params.prompt_logprobs);
+                    continue;
+                }
+                if (lr.seq->is_finished()) continue; // aborted meanwhile
+                sample_row(lr.seq, row, lr.position + 1);
+                if (!r->children_started && lr.seq->sample_index == 0)
+                    start_children(r, row, lr.position + 1);
+            }
+        }
+    }
+
+    counters_.prefill_tokens += metrics_.num_prefill_tokens;
+    counters_.decode_tokens += metrics_.num_decode_tokens;
+    counters_.preemptions += metrics_.num_preemptions;
+    counters_.prefix_query_tokens += metrics_.prefix_query_tokens;
+    counters_.prefix_hit_tokens += metrics_.prefix_hit_tokens;
+    std::vector<RequestOutput> outs = collect_outputs();
+    for (const RequestOutput& o : outs) {
+        if (!o.finished) continue;
+        ++counters_.requests_finished;
+        requests_.erase(o.request_id);
+    }
+    metrics_.kv_blocks_used = blocks_.num_used_blocks();
+    metrics_.kv_blocks_cached = blocks_.num_cached_blocks();
+    metrics_.num_running = static_cast<int32_t>(scheduler_.running().size());
+    metrics_.num_waiting = static_cast<int32_t>(scheduler_.waiting().size());
+    metrics_.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return outs;
+}
+
+// ---- LLMEngine ----
+
+core::Result<std::unique_ptr<LLMEngine>> LLMEngine::create(model::CausalLm* model,
+                                                           const EngineConfig& config) {
+    if (!model) return core::invalid_argument("engine: no model");
+    EngineConfig c = config;
+    if (c.block_size <= 0) return core::invalid_argument("--block-size must be positive");
+    if (c.max_num_seqs <= 0) return core::invalid_argument("--max-num-seqs must be positive");
+    if (c.max_num_batched_tokens <= 0)
+        return core::invalid_argument("--max-num-batched-tokens must be positive");
+    for (size_t i = 0; i < c.token_buckets.size(); ++i)
+        if (c.token_buckets[i] <= 0 || (i > 0 && c.token_buckets[i] <= c.token_buckets[i - 1]))
+            return core::invalid_argument("token buckets must be positive and ascending");
+    DI_ASSIGN_OR_RETURN(model::KvGeometry geo, model->kv_geometry(c.block_size));
+    if (c.num_kv_blocks <= 0) {
+        if (c.kv_cache_memory_bytes <= 0)
+            return core::invalid_argument("set --kv-cache-memory or --num-kv-blocks to size the KV pool");
+        // The model adds one scratch block and one scratch slot.
+        int64_t for_blocks = c.kv_cache_memory_bytes - int64_t(c.max_num_seqs + 1) * geo.bytes_per_slot;
+        c.num_kv_blocks = geo.bytes_per_block > 0 ? for_blocks / geo.bytes_per_block - 1 : 0;
+        if (c.num_kv_blocks < 1)
+            return core::resource_exhausted(
+                "--kv-cache-memory of " + std::to_string(c.kv_cache_memory_bytes) +
+                " bytes holds no KV block (" + std::to_string(geo.bytes_per_block) + " bytes per block of " +
+                std::to_string(c.block_size) + " positions, " + std::to_string(geo.bytes_per_slot) +
+                " per sequence slot)");
+    }
+    if (c.num_kv_blocks > INT32_MAX / 2) return core::invalid_argument("--num-kv-blocks too large");
+    if (c.max_model_len <= 0) {
+        c.max_model_len = geo.max_position > 0 ? geo.max_position : int64_t(1) << 40;
+    } else if (geo.max_position > 0 && c.max_model_len > geo.max_position) {
+        return core::invalid_argument("--max-model-len " + std::to_string(c.max_model_len) +
+                                      " exceeds the model's maximum position " +
+                                      std::to_string(geo.max_position));
+    }
+    DI_RETURN_IF_ERROR(model->init_kv_cache({c.block_size, c.num_kv_blocks, c.max_num_seqs}));
+    DI_LOG(Info) << "KV pool: " << c.num_kv_blocks << " blocks of " << c.block_size << " positions ("
+                 << geo.bytes_per_block << " bytes each), " << c.max_num_seqs << " slots, max model length "
+                 << c.max_model_len;
+    auto impl = std::make_unique<Impl>(model, c, static_cast<int32_t>(model->vocab_size()));
+    return std::unique_ptr<LLMEngine>(new LLMEngine(std::move(impl)));
+}
+
+LLMEngine::LLMEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LLMEngine::~LLMEngine() = default;
+core::Status LLMEngine::add_request(Request request) {
+    return impl_->add_request(std::move(request));
+}
+bool LLMEngine::abort(const std::string& request_id) {
+    return impl_->abort(request_id);
+}
+core::Result<std::vector<RequestOutput>> LLMEngine::step() {
+    return impl_->step();
+}
+bool LLMEngine::has_work() const {
+    return impl_->has_work();
+}
+const EngineConfig& LLMEngine::config() const {
+    return impl_->config_;
+}
+const StepMetrics& LLMEngine::last_step_metrics() const {
+    return impl_->metrics_;
+}
+const EngineCounters& LLMEngine::counters() const {
+    return impl_->counters_;
+}
+int32_t LLMEngine::num_live_requests() const {
+    return static_cast<int32_t>(impl_->requests_.size());
+}
+
+std::string LLMEngine::check_invariants() const {
+    const Impl& e = *impl_;
+    std::ostringstream err;
+    std::vector<int32_t> refs(e.blocks_.num_blocks(), 0);
+    int32_t slots = 0;
+    std::vector<bool> slot_used(e.config_.max_num_seqs, false);
+    for (const auto& [id, r] : e.requests_) {
+        for (const auto& seq : r->seqs) {
+            for (int32_t b : seq->block_table) ++refs[b];
+            bool running = seq->status == SequenceStatus::kRunning;
+            if (running != (seq->slot >= 0)) err << "seq " << seq->seq_id << " slot/status mismatch; ";
+            if (seq->slot >= 0) {
+                ++slots;
+                if (slot_used[seq->slot]) err << "slot " << seq->slot << " shared; ";
+                slot_used[seq->slot] = true;
+            }
+            if (!running && !seq->block_table.empty()) err << "seq " << seq->seq_id << " holds blocks idle; ";
+            if (running && int64_t(seq->block_table.size()) * e.config_.block_size < seq->num_computed)
+                err << "seq " << seq->seq_id << " computed past its blocks; ";
+        }
+    }
+    err << e.blocks_.check_invariants(refs, slots);
+    int64_t live_running = e.scheduler_.running().size();
+    if (live_running > e.scheduler_.max_running()) err << "running " << live_running << " over the cap; ";
+    const StepMetrics& m = e.metrics_;
+    if (m.num_prefill_tokens + m.num_decode_tokens > e.config_.max_num_batched_tokens)
+        err << "step used " << m.num_prefill_tokens + m.num_decode_tokens << " tokens over the budget; ";
+    if (m.batch_size > e.config_.max_num_seqs) err << "batch of " << m.batch_size << " over max_num_seqs; ";
+    return err.str();
+}
+
+} // namespace deepinfer::engine

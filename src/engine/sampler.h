@@ -1,0 +1,53 @@
+#pragma once
+// Token sampling for one logits row. Transforms, in vLLM's order:
+//   min_tokens (stop ids and EOS masked until enough outputs), logit_bias, penalties (repetition over
+//   prompt + output, presence/frequency over output), then greedy argmax, or temperature, top-k, top-p,
+//   min-p and one inverse-CDF draw from Philox keyed by (seed, position, completion index).
+// Logprobs are taken from the raw logits (log_softmax before any transform).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampling_params.h"
+
+namespace deepinfer::engine {
+
+struct SampleInput {
+    std::span<const float> logits; // [vocab] raw
+    const SamplingParams* params = nullptr;
+    std::span<const int32_t> prompt;
+    std::span<const int32_t> output; // outputs so far (penalties, min_tokens)
+    uint64_t seed = 0;
+    int64_t position = 0;     // position of the token being sampled
+    int32_t sample_index = 0; // which of the request's n completions
+    int64_t eos_token_id = -1;
+};
+
+struct SampleResult {
+    int32_t token = 0;
+    std::optional<TokenLogprob> logprob; // when params->logprobs is set
+};
+
+class Sampler {
+public:
+    SampleResult sample(const SampleInput& in);
+
+    // The processed logits (min_tokens mask, bias, penalties) before temperature; exposed for tests.
+    void process_logits(const SampleInput& in, std::vector<float>* out) const;
+    // The final distribution a random draw uses: (token, probability) pairs, most likely first, summing
+    // to 1, after temperature / top-k / top-p / min-p. Exposed for the statistical tests.
+    static std::vector<std::pair<int32_t, double>> final_distribution(std::span<const float> processed,
+                                                                      const SamplingParams& params);
+    // The raw log_softmax of token with its rank and the top_n most likely tokens.
+    static TokenLogprob logprob_of(std::span<const float> logits, int32_t token, int32_t top_n);
+
+private:
+    std::vector<float> work_;
+    std::vector<int32_t> counts_;
+};
+
+} // namespace deepinfer::engine
