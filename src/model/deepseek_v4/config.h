@@ -76,12 +76,29 @@ struct ModelConfig {
     core::Status validate(const std::string& source_name) const;
 };
 
-// Every tensor the architecture needs, with its expected dtype(s) and shape, for `inspect` and loading.
+// Every tensor the architecture needs, in DeepSeek's official naming (spec §4.1), with its expected
+// dtype(s) and shape, for `inspect` and loading.
 struct TensorSpec {
     std::string name;
     std::vector<core::DType> dtypes; // accepted stored dtypes
-    core::Shape shape;               // stored shape (packed fp4: cols/2)
+    core::Shape shape;               // stored shape; for a linear weight the logical [rows, cols]
+    // `<prefix>.weight` of a matmul (Checkpoint::weight binds it): F8_E4M3 needs `<prefix>.scale`
+    // [ceil(rows/br), ceil(cols/bc)], I8 (packed fp4, routed experts only) is stored [rows, cols/2] and
+    // needs `<prefix>.scale` [rows, cols/group].
+    bool linear = false;
+    core::Shape stored_shape(core::DType dtype) const; // shape as stored in `dtype`
 };
 std::vector<TensorSpec> required_tensors(const ModelConfig& config);
+
+// A checkpoint checked against required_tensors(config): problems (missing tensor, dtype not accepted,
+// wrong shape, missing or misshapen scale), each naming the tensor (and file); unexpected = tensors no
+// spec accounts for (e.g. `mtp.*`), reported but not errors.
+struct CheckpointCheck {
+    size_t required = 0;
+    std::vector<std::string> problems;
+    std::vector<std::string> unexpected;
+    bool ok() const { return problems.empty(); }
+};
+CheckpointCheck check_checkpoint(const weights::Checkpoint& checkpoint, const ModelConfig& config);
 
 } // namespace deepinfer::model::deepseek_v4

@@ -1,0 +1,88 @@
+#pragma once
+// The op catalogue. Every op has an obvious scalar version in ref/ (the executable spec, tested against
+// independent computations); the unqualified kernels:: entry points are what model code calls, and may
+// route to a faster version in cpu/ (today only matmul). All activations are F32; weights are
+// core::Weight in their stored format and are dequantized inside the op, never expanded ahead of time.
+
+#include <cstdint>
+
+#include "core/weight.h"
+
+namespace deepinfer::kernels {
+
+// y[i, r - row_begin] = sum_c x[i, c] * W[r, c] for i < n, r in [row_begin, row_end): Linear(x) = x W^T
+// over a row range of W (a grouped projection uses one range per group). Rows of x and y are strided.
+struct MatmulArgs {
+    const float* x = nullptr; // [n, ldx], first W.cols columns used
+    int64_t n = 0;
+    int64_t ldx = 0;
+    const core::Weight* w = nullptr;
+    int64_t row_begin = 0;
+    int64_t row_end = 0; // exclusive
+    float* y = nullptr;  // [n, ldy], columns [0, row_end - row_begin) written
+    int64_t ldy = 0;
+};
+
+// Plain Linear: y [n, w.rows] = x [n, w.cols] W^T.
+MatmulArgs linear_args(const float* x, int64_t n, const core::Weight& w, float* y);
+
+namespace ref {
+void matmul(const MatmulArgs& a);
+// out [w.cols] = W[r, :] in F32.
+void dequantize_row(const core::Weight& w, int64_t r, float* out);
+// y [n, d] = x * rsqrt(mean(x^2) + eps) (* weight when weight != nullptr). In place allowed.
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y);
+// Interleaved RoPE on the trailing rope_dim channels of n vectors x [n, ld] (first `dim` used):
+// pair i = (x[dim - rope_dim + 2i], x[... + 1]) rotated by angle with cos[i], sin[i]; inverse uses -sin.
+void rope(float* x, int64_t n, int64_t ld, int64_t dim, int64_t rope_dim, const float* cos, const float* sin,
+          bool inverse);
+// In place, numerically stable; -inf entries get weight 0 (at least one entry must be finite).
+void softmax(float* x, int64_t n);
+// Indices of the k largest entries, by descending value; ties go to the lower index.
+void topk(const float* x, int64_t n, int64_t k, int32_t* idx);
+// The set torch.topk(largest=True) selects on CPU, ties included: its algorithm run on (value, index)
+// pairs — std::partial_sort when k * 64 <= n, else std::nth_element at k - 1 — with "larger first"
+// (NaN largest). idx gets the k selected indices in that algorithm's order (unsorted).
+void topk_torch(const float* x, int64_t n, int64_t k, int32_t* idx);
+// out [n, table.cols] = rows ids[i] of the table.
+void embedding(const core::Weight& table, const int32_t* ids, int64_t n, float* out);
+} // namespace ref
+
+namespace cpu {
+// Same contract as ref::matmul: one weight row at a time is dequantized into an F32 scratch and dotted
+// with every activation row; output rows are split over core::ThreadPool::global().
+void matmul(const MatmulArgs& a);
+} // namespace cpu
+
+// Scalar activations, as torch defines them.
+float sigmoid(float x);
+float softplus(float x); // beta 1, threshold 20 (x > 20 -> x)
+float silu(float x);
+
+inline void matmul(const MatmulArgs& a) {
+    cpu::matmul(a);
+}
+inline void linear(const float* x, int64_t n, const core::Weight& w, float* y) {
+    cpu::matmul(linear_args(x, n, w, y));
+}
+inline void rms_norm(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y) {
+    ref::rms_norm(x, weight, n, d, eps, y);
+}
+inline void rope(float* x, int64_t n, int64_t ld, int64_t dim, int64_t rope_dim, const float* cos,
+                 const float* sin, bool inverse) {
+    ref::rope(x, n, ld, dim, rope_dim, cos, sin, inverse);
+}
+inline void softmax(float* x, int64_t n) {
+    ref::softmax(x, n);
+}
+inline void topk(const float* x, int64_t n, int64_t k, int32_t* idx) {
+    ref::topk(x, n, k, idx);
+}
+inline void topk_torch(const float* x, int64_t n, int64_t k, int32_t* idx) {
+    ref::topk_torch(x, n, k, idx);
+}
+inline void embedding(const core::Weight& table, const int32_t* ids, int64_t n, float* out) {
+    ref::embedding(table, ids, n, out);
+}
+
+} // namespace deepinfer::kernels

@@ -1,0 +1,100 @@
+// Reference norms, RoPE, softmax, top-k and scalar activations.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/ops.h"
+
+namespace deepinfer::kernels {
+
+float sigmoid(float x) {
+    return 1.0f / (1.0f + std::exp(-x));
+}
+
+float softplus(float x) {
+    return x > 20.0f ? x : std::log1p(std::exp(x));
+}
+
+float silu(float x) {
+    return x / (1.0f + std::exp(-x));
+}
+
+namespace ref {
+
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float* xi = x + i * d;
+        double ss = 0.0;
+        for (int64_t j = 0; j < d; ++j) ss += static_cast<double>(xi[j]) * xi[j];
+        const float mean = static_cast<float>(ss / static_cast<double>(d));
+        const float inv = 1.0f / std::sqrt(mean + eps);
+        float* yi = y + i * d;
+        for (int64_t j = 0; j < d; ++j) {
+            const float v = xi[j] * inv;
+            yi[j] = weight ? weight[j] * v : v;
+        }
+    }
+}
+
+void rope(float* x, int64_t n, int64_t ld, int64_t dim, int64_t rope_dim, const float* cos, const float* sin,
+          bool inverse) {
+    DI_CHECK(rope_dim % 2 == 0 && rope_dim <= dim && dim <= ld);
+    for (int64_t i = 0; i < n; ++i) {
+        float* r = x + i * ld + (dim - rope_dim);
+        for (int64_t p = 0; p < rope_dim / 2; ++p) {
+            const float c = cos[p];
+            const float s = inverse ? -sin[p] : sin[p];
+            const float x0 = r[2 * p], x1 = r[2 * p + 1];
+            r[2 * p] = x0 * c - x1 * s;
+            r[2 * p + 1] = x1 * c + x0 * s;
+        }
+    }
+}
+
+void softmax(float* x, int64_t n) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+    DI_CHECK(std::isfinite(m)) << "softmax over no finite entry";
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - m);
+        sum += x[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void topk(const float* x, int64_t n, int64_t k, int32_t* idx) {
+    DI_CHECK(k >= 0 && k <= n);
+    std::vector<int32_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [x](int32_t a, int32_t b) {
+        if (x[a] != x[b]) return x[a] > x[b];
+        return a < b;
+    });
+    std::copy(order.begin(), order.begin() + k, idx);
+}
+
+void topk_torch(const float* x, int64_t n, int64_t k, int32_t* idx) {
+    DI_CHECK(k >= 0 && k <= n);
+    if (k == 0) return;
+    using Elem = std::pair<float, int64_t>;
+    std::vector<Elem> q(n);
+    for (int64_t i = 0; i < n; ++i) q[i] = {x[i], i};
+    auto larger = [](const Elem& a, const Elem& b) {
+        return (std::isnan(a.first) && !std::isnan(b.first)) || (a.first > b.first);
+    };
+    if (k * 64 <= n)
+        std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
+    else
+        std::nth_element(q.begin(), q.begin() + (k - 1), q.end(), larger);
+    for (int64_t i = 0; i < k; ++i) idx[i] = static_cast<int32_t>(q[i].second);
+}
+
+} // namespace ref
+} // namespace deepinfer::kernels

@@ -1,0 +1,87 @@
+#pragma once
+// V4's paged KV state (docs/kv-cache.md). Blocks hold `block_size` positions; per layer a block holds
+//  * raw kv rows [block_size, d] (post kv_norm + RoPE; attention's window reads the last `window` of them
+//    through the block table) — kept in their own array so blocks that left every window can be freed;
+//  * for each compressor (attention CSA/HCA, CSA indexer): the entries whose windows start inside the block
+//    [block_size / m, width], and, for overlapping (CSA) compressors, a boundary snapshot of the overlap
+//    state (Ca / gate of the block's last window, [m, width] each) taken when the block's last position is
+//    processed, so a prefix-cache hit restored from it continues exactly.
+// Slots hold the bounded per-sequence state: each compressor's buffer of the incomplete window
+// ([m, coff * width] kv and gate, gate with the position bias already added) and its live overlap state.
+// The last block and the last slot are scratch for padding rows.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "model/causal_lm.h"
+#include "model/deepseek_v4/config.h"
+
+namespace deepinfer::model::deepseek_v4 {
+
+enum class CompressorKind : int { kAttention = 0, kIndexer = 1 };
+
+struct CompressorGeom {
+    bool present = false;
+    int64_t ratio = 0; // m
+    int64_t width = 0; // entry width (d or d_I)
+    int64_t coff = 1;  // 2 = overlapping windows (CSA)
+};
+
+// A compressor's per-sequence state inside a slot.
+struct CompressorSlotView {
+    float* buf_kv;   // [m, coff * width]
+    float* buf_gate; // [m, coff * width]
+    float* ov_kv;    // [m, width] (coff == 2 only)
+    float* ov_gate;  // [m, width]
+};
+
+class KvCache {
+public:
+    // Per-block / per-slot bytes; rejects block sizes that are not a multiple of every compression ratio.
+    static core::Result<KvGeometry> geometry(const ModelConfig& config, int64_t block_size);
+    core::Status init(const ModelConfig& config, const KvCacheSpec& spec);
+    bool initialized() const { return block_size_ > 0; }
+
+    int64_t block_size() const { return block_size_; }
+    int32_t num_blocks() const { return num_blocks_; } // including scratch
+    int32_t num_slots() const { return num_slots_; }   // including scratch
+    int32_t scratch_block() const { return num_blocks_ - 1; }
+    int32_t scratch_slot() const { return num_slots_ - 1; }
+    const CompressorGeom& geom(int64_t layer, CompressorKind k) const {
+        return layers_[layer].comp[int(k)].geom;
+    }
+
+    float* raw_row(int64_t layer, int32_t block, int64_t row);                   // [d]
+    float* entry(int64_t layer, CompressorKind k, int32_t block, int64_t index); // [width]
+    float* snapshot(int64_t layer, CompressorKind k, int32_t block);             // [2, m, width]: kv, gate
+    CompressorSlotView slot(int64_t layer, CompressorKind k, int32_t slot);
+
+    void reset_slot(int32_t slot);
+    void restore_slot_from_block(int32_t slot, int32_t block);
+    void copy_block(int32_t src, int32_t dst);
+    void copy_slot(int32_t src, int32_t dst);
+
+private:
+    struct Comp {
+        CompressorGeom geom;
+        std::vector<float> entries;  // [blocks, block_size / m, width]
+        std::vector<float> snapshot; // [blocks, 2, m, width] (coff == 2)
+        std::vector<float> slots;    // [slots, slot_floats()]
+        int64_t entry_floats() const { return geom.width; }
+        int64_t slot_floats() const;
+    };
+    struct Layer {
+        std::vector<float> raw; // [blocks, block_size, d]
+        Comp comp[2];
+    };
+    static std::vector<Layer> layout(const ModelConfig& config);
+
+    int64_t block_size_ = 0;
+    int64_t head_dim_ = 0;
+    int32_t num_blocks_ = 0;
+    int32_t num_slots_ = 0;
+    std::vector<Layer> layers_;
+};
+
+} // namespace deepinfer::model::deepseek_v4

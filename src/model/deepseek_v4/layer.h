@@ -1,0 +1,38 @@
+#pragma once
+// One V4 decoder layer on the hc_mult residual streams:
+//   post, comb, x = HC_attn(h);  h = post * Attn(RMSNorm_attn(x)) + comb^T h
+//   post, comb, x = HC_ffn(h);   h = post * MoE(RMSNorm_ffn(x), ids) + comb^T h
+
+#include <cstdint>
+#include <vector>
+
+#include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/kv_cache.h"
+#include "model/deepseek_v4/model_weights.h"
+#include "model/deepseek_v4/rope.h"
+#include "model/forward_batch.h"
+
+namespace deepinfer::model::deepseek_v4 {
+
+struct LayerContext {
+    const ModelConfig* config = nullptr;
+    const LayerWeights* w = nullptr;
+    int64_t layer = 0;
+    const RopeTable* main_rope = nullptr;
+    const RopeTable* compress_rope = nullptr;
+    KvCache* cache = nullptr;
+};
+
+// Optional probe outputs (nullptr = not wanted): indexer_topk [T, index_topk] (-1 padded, layers with an
+// indexer only), router / router_weights [T, K].
+struct LayerProbeOut {
+    int32_t* indexer_topk = nullptr;
+    int32_t* router = nullptr;
+    float* router_weights = nullptr;
+};
+
+// h [T, hc, D] updated in place; ids [T] route hash layers; skip [T] marks padding rows.
+void decoder_layer_forward(const LayerContext& ctx, const ForwardBatch& batch, const int32_t* ids,
+                           const std::vector<bool>& skip, float* h, const LayerProbeOut& probe);
+
+} // namespace deepinfer::model::deepseek_v4

@@ -1,0 +1,206 @@
+#include "model/deepseek_v4/model_weights.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace deepinfer::model::deepseek_v4 {
+namespace {
+
+using core::Result;
+using core::Status;
+
+// A small F32/BF16/F16 tensor of `numel` elements copied to F32.
+Result<std::vector<float>> load_vector(const weights::Checkpoint& ckpt, const std::string& name,
+                                       int64_t numel) {
+    const weights::TensorInfo* t = ckpt.find(name);
+    if (!t) return core::not_found(ckpt.dir() + ": tensor '" + name + "' is missing");
+    if (t->shape.numel() != numel)
+        return core::invalid_argument(ckpt.dir() + "/" + t->file + ": tensor '" + name + "' has shape " +
+                                      t->shape.to_string() + ", expected " + std::to_string(numel) +
+                                      " elements");
+    std::vector<float> out(numel);
+    switch (t->dtype) {
+    case core::DType::kF32:
+        std::memcpy(out.data(), t->data, numel * sizeof(float));
+        return out;
+    case core::DType::kBF16:
+        for (int64_t i = 0; i < numel; ++i)
+            out[i] = core::bf16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
+        return out;
+    case core::DType::kF16:
+        for (int64_t i = 0; i < numel; ++i)
+            out[i] = core::f16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
+        return out;
+    default:
+        return core::invalid_argument(ckpt.dir() + "/" + t->file + ": tensor '" + name + "' has dtype " +
+                                      std::string(core::dtype_name(t->dtype)) + ", expected F32/BF16/F16");
+    }
+}
+
+// An F32 matrix (mHC fn) bound as a Weight view.
+Result<core::Weight> load_f32_matrix(const weights::Checkpoint& ckpt, const std::string& name, int64_t rows,
+                                     int64_t cols) {
+    DI_ASSIGN_OR_RETURN(core::TensorView v, ckpt.tensor(name, core::DType::kF32, core::Shape{rows, cols}));
+    core::Weight w;
+    w.format = core::WeightFormat::kF32;
+    w.data = v.data;
+    w.rows = rows;
+    w.cols = cols;
+    return w;
+}
+
+Status bind_hc(const weights::Checkpoint& ckpt, const std::string& p, const ModelConfig& c,
+               HyperConnectionWeights* out) {
+    const int64_t mix = (2 + c.hc_mult) * c.hc_mult;
+    DI_ASSIGN_OR_RETURN(out->fn, load_f32_matrix(ckpt, p + "_fn", mix, c.hc_mult * c.hidden_size));
+    DI_ASSIGN_OR_RETURN(out->base, load_vector(ckpt, p + "_base", mix));
+    DI_ASSIGN_OR_RETURN(out->scale, load_vector(ckpt, p + "_scale", 3));
+    return Status();
+}
+
+Status bind_compressor(const weights::Checkpoint& ckpt, const std::string& p, const ModelConfig& c,
+                       int64_t ratio, int64_t width, int64_t coff, CompressorWeights* out) {
+    out->ratio = ratio;
+    out->width = width;
+    out->coff = coff;
+    DI_ASSIGN_OR_RETURN(out->wkv, ckpt.weight(p + ".wkv", coff * width, c.hidden_size, c.quant));
+    DI_ASSIGN_OR_RETURN(out->wgate, ckpt.weight(p + ".wgate", coff * width, c.hidden_size, c.quant));
+    DI_ASSIGN_OR_RETURN(out->ape, load_vector(ckpt, p + ".ape", ratio * coff * width));
+    DI_ASSIGN_OR_RETURN(out->norm, load_vector(ckpt, p + ".norm.weight", width));
+    return Status();
+}
+
+Status bind_expert(const weights::Checkpoint& ckpt, const std::string& p, const ModelConfig& c, int64_t inter,
+                   ExpertWeights* out) {
+    const int64_t d = c.hidden_size;
+    DI_ASSIGN_OR_RETURN(out->w1, ckpt.weight(p + ".w1", inter, d, c.quant));
+    DI_ASSIGN_OR_RETURN(out->w2, ckpt.weight(p + ".w2", d, inter, c.quant));
+    DI_ASSIGN_OR_RETURN(out->w3, ckpt.weight(p + ".w3", inter, d, c.quant));
+    return Status();
+}
+
+Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig& c, LayerWeights* out) {
+    const std::string p = "layers." + std::to_string(l);
+    const int64_t d = c.hidden_size, hd = c.head_dim, h = c.num_attention_heads;
+    DI_ASSIGN_OR_RETURN(out->attn_norm, load_vector(ckpt, p + ".attn_norm.weight", d));
+    DI_ASSIGN_OR_RETURN(out->ffn_norm, load_vector(ckpt, p + ".ffn_norm.weight", d));
+    DI_RETURN_IF_ERROR(bind_hc(ckpt, p + ".hc_attn", c, &out->hc_attn));
+    DI_RETURN_IF_ERROR(bind_hc(ckpt, p + ".hc_ffn", c, &out->hc_ffn));
+
+    AttentionWeights& a = out->attn;
+    const std::string ap = p + ".attn";
+    DI_ASSIGN_OR_RETURN(a.wq_a, ckpt.weight(ap + ".wq_a", c.q_lora_rank, d, c.quant));
+    DI_ASSIGN_OR_RETURN(a.q_norm, load_vector(ckpt, ap + ".q_norm.weight", c.q_lora_rank));
+    DI_ASSIGN_OR_RETURN(a.wq_b, ckpt.weight(ap + ".wq_b", h * hd, c.q_lora_rank, c.quant));
+    DI_ASSIGN_OR_RETURN(a.wkv, ckpt.weight(ap + ".wkv", hd, d, c.quant));
+    DI_ASSIGN_OR_RETURN(a.kv_norm, load_vector(ckpt, ap + ".kv_norm.weight", hd));
+    DI_ASSIGN_OR_RETURN(a.wo_a,
+                        ckpt.weight(ap + ".wo_a", c.o_groups * c.o_lora_rank, h * hd / c.o_groups, c.quant));
+    DI_ASSIGN_OR_RETURN(a.wo_b, ckpt.weight(ap + ".wo_b", d, c.o_groups * c.o_lora_rank, c.quant));
+    DI_ASSIGN_OR_RETURN(a.sink, load_vector(ckpt, ap + ".attn_sink", h));
+    const AttentionType type = c.layer_types[l];
+    const int64_t ratio = c.compress_ratios[l];
+    if (type != AttentionType::kSliding) {
+        a.has_compressor = true;
+        const int64_t coff = type == AttentionType::kCompressedSparse ? 2 : 1;
+        DI_RETURN_IF_ERROR(bind_compressor(ckpt, ap + ".compressor", c, ratio, hd, coff, &a.compressor));
+    }
+    if (type == AttentionType::kCompressedSparse) {
+        a.has_indexer = true;
+        IndexerWeights& ix = a.indexer;
+        DI_ASSIGN_OR_RETURN(ix.wq_b, ckpt.weight(ap + ".indexer.wq_b", c.index_n_heads * c.index_head_dim,
+                                                 c.q_lora_rank, c.quant));
+        DI_ASSIGN_OR_RETURN(ix.weights_proj,
+                            ckpt.weight(ap + ".indexer.weights_proj", c.index_n_heads, d, c.quant));
+        DI_RETURN_IF_ERROR(
+            bind_compressor(ckpt, ap + ".indexer.compressor", c, ratio, c.index_head_dim, 2, &ix.compressor));
+    }
+
+    MoeWeights& f = out->ffn;
+    const std::string fp = p + ".ffn";
+    DI_ASSIGN_OR_RETURN(f.gate, ckpt.weight(fp + ".gate", c.n_routed_experts, d, c.quant));
+    if (c.mlp_layer_types[l] == MlpType::kHashMoe) {
+        const int64_t k = c.num_experts_per_tok;
+        DI_ASSIGN_OR_RETURN(core::TensorView t, ckpt.tensor(fp + ".gate.tid2eid", core::DType::kI64,
+                                                            core::Shape{c.vocab_size, k}));
+        f.tid2eid.resize(c.vocab_size * k);
+        for (int64_t i = 0; i < c.vocab_size * k; ++i) {
+            const int64_t e = t.as<int64_t>()[i];
+            if (e < 0 || e >= c.n_routed_experts)
+                return core::invalid_argument(ckpt.dir() + ": tensor '" + fp +
+                                              ".gate.tid2eid' holds expert " + std::to_string(e) +
+                                              " outside [0, " + std::to_string(c.n_routed_experts) + ")");
+            f.tid2eid[i] = static_cast<int32_t>(e);
+        }
+    } else {
+        DI_ASSIGN_OR_RETURN(f.bias, load_vector(ckpt, fp + ".gate.bias", c.n_routed_experts));
+    }
+    f.experts.resize(c.n_routed_experts);
+    for (int64_t e = 0; e < c.n_routed_experts; ++e)
+        DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".experts." + std::to_string(e), c, c.moe_intermediate_size,
+                                       &f.experts[e]));
+    f.has_shared = c.n_shared_experts > 0;
+    if (f.has_shared)
+        DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".shared_experts", c,
+                                       c.n_shared_experts * c.moe_intermediate_size, &f.shared));
+    return Status();
+}
+
+int64_t vec_bytes(const std::vector<float>& v) {
+    return static_cast<int64_t>(v.size() * sizeof(float));
+}
+
+} // namespace
+
+int64_t ModelWeights::resident_weight_bytes() const {
+    int64_t b = embed.stored_bytes() + (head.data == embed.data ? 0 : head.stored_bytes()) +
+                hc_head_fn.stored_bytes() + vec_bytes(hc_head_base) + vec_bytes(hc_head_scale) +
+                vec_bytes(norm);
+    auto comp = [](const CompressorWeights& c) {
+        return c.wkv.stored_bytes() + c.wgate.stored_bytes() + vec_bytes(c.ape) + vec_bytes(c.norm);
+    };
+    auto expert = [](const ExpertWeights& e) {
+        return e.w1.stored_bytes() + e.w2.stored_bytes() + e.w3.stored_bytes();
+    };
+    for (const LayerWeights& l : layers) {
+        b += vec_bytes(l.attn_norm) + vec_bytes(l.ffn_norm);
+        for (const HyperConnectionWeights* h : {&l.hc_attn, &l.hc_ffn})
+            b += h->fn.stored_bytes() + vec_bytes(h->base) + vec_bytes(h->scale);
+        const AttentionWeights& a = l.attn;
+        b += a.wq_a.stored_bytes() + vec_bytes(a.q_norm) + a.wq_b.stored_bytes() + a.wkv.stored_bytes() +
+             vec_bytes(a.kv_norm) + a.wo_a.stored_bytes() + a.wo_b.stored_bytes() + vec_bytes(a.sink);
+        if (a.has_compressor) b += comp(a.compressor);
+        if (a.has_indexer)
+            b += a.indexer.wq_b.stored_bytes() + a.indexer.weights_proj.stored_bytes() +
+                 comp(a.indexer.compressor);
+        const MoeWeights& f = l.ffn;
+        b += f.gate.stored_bytes() + vec_bytes(f.bias) +
+             static_cast<int64_t>(f.tid2eid.size() * sizeof(int32_t));
+        for (const ExpertWeights& e : f.experts) b += expert(e);
+        if (f.has_shared) b += expert(f.shared);
+    }
+    return b;
+}
+
+Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& c) {
+    ModelWeights w;
+    const int64_t d = c.hidden_size;
+    DI_ASSIGN_OR_RETURN(w.embed, ckpt.weight("embed", c.vocab_size, d, c.quant));
+    if (c.tie_word_embeddings) {
+        w.head = w.embed;
+    } else {
+        DI_ASSIGN_OR_RETURN(w.head, ckpt.weight("head", c.vocab_size, d, c.quant));
+    }
+    DI_ASSIGN_OR_RETURN(w.norm, load_vector(ckpt, "norm.weight", d));
+    DI_ASSIGN_OR_RETURN(w.hc_head_fn, load_f32_matrix(ckpt, "hc_head_fn", c.hc_mult, c.hc_mult * d));
+    DI_ASSIGN_OR_RETURN(w.hc_head_base, load_vector(ckpt, "hc_head_base", c.hc_mult));
+    DI_ASSIGN_OR_RETURN(w.hc_head_scale, load_vector(ckpt, "hc_head_scale", 1));
+    w.layers.resize(c.num_hidden_layers);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        DI_RETURN_IF_ERROR(bind_layer(ckpt, l, c, &w.layers[l]));
+    return w;
+}
+
+} // namespace deepinfer::model::deepseek_v4

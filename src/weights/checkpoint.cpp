@@ -1,0 +1,250 @@
+#include "weights/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "weights/safetensors.h"
+
+namespace deepinfer::weights {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+// weight_map of the index: tensor name -> shard file name.
+core::Result<std::map<std::string, std::string>> read_index(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return core::io_error(std::string(kIndexFile) + ": cannot read " + path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    json root;
+    try {
+        root = json::parse(ss.str());
+    } catch (const json::exception& e) {
+        return core::data_loss(std::string(kIndexFile) + ": not valid JSON: " + e.what());
+    }
+    if (!root.is_object()) return core::data_loss(std::string(kIndexFile) + ": not a JSON object");
+    auto wm = root.find("weight_map");
+    if (wm == root.end()) return core::data_loss(std::string(kIndexFile) + ": missing field 'weight_map'");
+    if (!wm->is_object())
+        return core::data_loss(std::string(kIndexFile) + ": field 'weight_map' is not an object");
+    std::map<std::string, std::string> out;
+    for (auto it = wm->begin(); it != wm->end(); ++it) {
+        if (!it->is_string())
+            return core::data_loss(std::string(kIndexFile) + ": weight_map entry for tensor '" + it.key() +
+                                   "' is not a file name");
+        std::string shard = it->get<std::string>();
+        // Shards live in the checkpoint directory: no path components.
+        if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+            return core::data_loss(std::string(kIndexFile) + ": tensor '" + it.key() +
+                                   "' maps to bad shard name '" + shard + "'");
+        out[it.key()] = shard;
+    }
+    return out;
+}
+
+core::Status shape_error(const TensorInfo& t, const std::string& what, const core::Shape& want) {
+    return core::invalid_argument(t.file + ": tensor '" + t.name + "': " + what + " " + t.shape.to_string() +
+                                  ", expected " + want.to_string());
+}
+
+} // namespace
+
+Checkpoint::~Checkpoint() = default;
+
+core::Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir) {
+    auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
+    ck->dir_ = dir;
+    const fs::path root(dir);
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) return core::not_found(dir + ": not a checkpoint directory");
+
+    std::map<std::string, std::string> weight_map; // empty for a single file
+    std::vector<std::string> shard_names;
+    if (fs::exists(root / kIndexFile, ec)) {
+        DI_ASSIGN_OR_RETURN(weight_map, read_index((root / kIndexFile).string()));
+        for (const auto& [name, shard] : weight_map) shard_names.push_back(shard);
+        std::sort(shard_names.begin(), shard_names.end());
+        shard_names.erase(std::unique(shard_names.begin(), shard_names.end()), shard_names.end());
+    } else if (fs::exists(root / kSingleFile, ec)) {
+        shard_names.push_back(kSingleFile);
+    } else {
+        return core::not_found(dir + ": neither " + kSingleFile + " nor " + kIndexFile + " found");
+    }
+
+    std::map<std::string, const TensorInfo*> by_name;
+    for (const std::string& shard : shard_names) {
+        const fs::path path = root / shard;
+        if (!fs::exists(path, ec))
+            return core::not_found(std::string(kIndexFile) + ": shard '" + shard + "' not found in " + dir);
+        DI_ASSIGN_OR_RETURN(auto file, SafetensorsFile::open(path.string(), shard));
+        for (const HeaderEntry& e : file->header().tensors) {
+            // Kernels read elements in place: a tensor must start on a multiple of its element size
+            // (the reference writers pad the header so that it does; the format itself does not demand it).
+            if ((file->header().data_offset + e.begin) % core::dtype_size(e.dtype) != 0)
+                return core::unimplemented(shard + ": tensor '" + e.name + "' starts at byte " +
+                                           std::to_string(file->header().data_offset + e.begin) +
+                                           ", not aligned to its " + std::string(core::dtype_name(e.dtype)) +
+                                           " elements");
+            ck->tensors_.push_back(TensorInfo{e.name, e.dtype, e.shape, shard, file->data(e),
+                                              static_cast<size_t>(e.end - e.begin)});
+        }
+        ck->files_.push_back(std::move(file));
+    }
+    std::sort(ck->tensors_.begin(), ck->tensors_.end(),
+              [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+    for (size_t i = 1; i < ck->tensors_.size(); ++i) {
+        const TensorInfo& a = ck->tensors_[i - 1];
+        const TensorInfo& b = ck->tensors_[i];
+        if (a.name == b.name)
+            return core::data_loss("tensor '" + a.name + "' is in two shards: " + a.file + " and " + b.file);
+    }
+    for (const auto& [name, shard] : weight_map) {
+        const TensorInfo* t = ck->find(name);
+        if (t == nullptr)
+            return core::data_loss(std::string(kIndexFile) + ": tensor '" + name + "' listed in shard '" +
+                                   shard + "' is not in it");
+        if (t->file != shard)
+            return core::data_loss(std::string(kIndexFile) + ": tensor '" + name + "' listed in shard '" +
+                                   shard + "' is in '" + t->file + "'");
+    }
+    return ck;
+}
+
+const TensorInfo* Checkpoint::find(std::string_view name) const {
+    auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                               [](const TensorInfo& t, std::string_view n) { return t.name < n; });
+    return (it != tensors_.end() && it->name == name) ? &*it : nullptr;
+}
+
+core::Result<core::TensorView> Checkpoint::tensor(std::string_view name, core::DType dtype,
+                                                  const core::Shape& shape) const {
+    const TensorInfo* t = find(name);
+    if (t == nullptr) return core::not_found(dir_ + ": tensor '" + std::string(name) + "' not found");
+    if (t->dtype != dtype)
+        return core::invalid_argument(t->file + ": tensor '" + t->name + "': dtype " +
+                                      std::string(core::dtype_name(t->dtype)) + ", expected " +
+                                      std::string(core::dtype_name(dtype)));
+    if (t->shape != shape) return shape_error(*t, "shape", shape);
+    return core::TensorView{t->data, t->dtype, t->shape};
+}
+
+core::Result<core::Weight> Checkpoint::weight(std::string_view prefix, int64_t rows, int64_t cols,
+                                              const QuantizationConfig& q) const {
+    const std::string wname = std::string(prefix) + ".weight";
+    const std::string sname = std::string(prefix) + ".scale";
+    const TensorInfo* t = find(wname);
+    if (t == nullptr) return core::not_found(dir_ + ": tensor '" + wname + "' not found");
+    core::Weight w;
+    w.rows = rows;
+    w.cols = cols;
+    w.data = t->data;
+    const core::Shape full{rows, cols};
+    switch (t->dtype) {
+    case core::DType::kF32:
+    case core::DType::kBF16:
+    case core::DType::kF16:
+        if (t->shape != full) return shape_error(*t, "shape", full);
+        w.format = t->dtype == core::DType::kF32    ? core::WeightFormat::kF32
+                   : t->dtype == core::DType::kBF16 ? core::WeightFormat::kBF16
+                                                    : core::WeightFormat::kF16;
+        return w;
+    case core::DType::kF8E4M3: {
+        if (t->shape != full) return shape_error(*t, "shape", full);
+        if (q.block_rows <= 0 || q.block_cols <= 0)
+            return core::invalid_argument(t->file + ": tensor '" + wname +
+                                          "': fp8 block size must be positive");
+        w.format = core::WeightFormat::kFp8Block;
+        w.block_rows = q.block_rows;
+        w.block_cols = q.block_cols;
+        DI_ASSIGN_OR_RETURN(auto s,
+                            tensor(sname, core::DType::kF8E8M0, core::Shape{w.scale_rows(), w.scale_cols()}));
+        w.scale = s.as<uint8_t>();
+        return w;
+    }
+    case core::DType::kI8: {
+        if (cols % 2 != 0)
+            return core::invalid_argument(t->file + ": tensor '" + wname +
+                                          "': packed fp4 needs an even column count, got " +
+                                          std::to_string(cols));
+        if (q.fp4_group <= 0)
+            return core::invalid_argument(t->file + ": tensor '" + wname +
+                                          "': fp4 group size must be positive");
+        const core::Shape packed{rows, cols / 2};
+        if (t->shape != packed) return shape_error(*t, "packed fp4 shape", packed);
+        w.format = core::WeightFormat::kFp4Group;
+        w.block_rows = 1;
+        w.block_cols = q.fp4_group;
+        DI_ASSIGN_OR_RETURN(auto s, tensor(sname, core::DType::kF8E8M0, core::Shape{rows, w.scale_cols()}));
+        w.scale = s.as<uint8_t>();
+        return w;
+    }
+    case core::DType::kF8E8M0:
+    case core::DType::kU8:
+    case core::DType::kI32:
+    case core::DType::kI64:
+    case core::DType::kBool:
+        break;
+    }
+    return core::invalid_argument(
+        t->file + ": tensor '" + wname + "': dtype " + std::string(core::dtype_name(t->dtype)) +
+        " is not a linear weight format (F32, BF16, F16, F8_E4M3 + scale, I8 fp4 + scale)");
+}
+
+size_t Checkpoint::mapped_bytes() const {
+    size_t total = 0;
+    for (const auto& f : files_) total += f->file_size();
+    return total;
+}
+
+std::vector<float> dequantize(const core::Weight& w) {
+    std::vector<float> out(static_cast<size_t>(w.rows * w.cols));
+    const int64_t sc = w.scale_cols();
+    for (int64_t r = 0; r < w.rows; ++r) {
+        float* row = out.data() + r * w.cols;
+        switch (w.format) {
+        case core::WeightFormat::kF32: {
+            const float* src = static_cast<const float*>(w.data) + r * w.cols;
+            std::copy(src, src + w.cols, row);
+            break;
+        }
+        case core::WeightFormat::kBF16:
+        case core::WeightFormat::kF16: {
+            const uint16_t* src = static_cast<const uint16_t*>(w.data) + r * w.cols;
+            for (int64_t c = 0; c < w.cols; ++c)
+                row[c] = w.format == core::WeightFormat::kBF16 ? core::bf16_to_f32(src[c])
+                                                               : core::f16_to_f32(src[c]);
+            break;
+        }
+        case core::WeightFormat::kFp8Block: {
+            const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * w.cols;
+            const uint8_t* srow = w.scale + (r / w.block_rows) * sc;
+            const float* lut = core::fp8_e4m3_table();
+            for (int64_t c = 0; c < w.cols; ++c)
+                row[c] = lut[src[c]] * core::e8m0_to_f32(srow[c / w.block_cols]);
+            break;
+        }
+        case core::WeightFormat::kFp4Group: {
+            const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * (w.cols / 2);
+            const uint8_t* srow = w.scale + r * sc;
+            const float* lut = core::fp4_e2m1_table();
+            for (int64_t c = 0; c < w.cols; ++c) {
+                uint8_t byte = src[c / 2];
+                uint8_t code = (c & 1) ? (byte >> 4) : (byte & 0xf);
+                row[c] = lut[code] * core::e8m0_to_f32(srow[c / w.block_cols]);
+            }
+            break;
+        }
+        }
+    }
+    return out;
+}
+
+} // namespace deepinfer::weights
