@@ -24,7 +24,6 @@ import os
 import platform
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -448,8 +447,7 @@ def build_tiny_v4_fp8(off: dict[str, torch.Tensor]):
 def load_effective(cfg, eff_official: dict[str, torch.Tensor]) -> DeepseekV4ForCausalLM:
     model = DeepseekV4ForCausalLM(cfg).float().eval()
     hf_sd = official_to_hf(eff_official, cfg)
-    missing, unexpected = model.load_state_dict(hf_sd, strict=True), None
-    del missing, unexpected
+    model.load_state_dict(hf_sd, strict=True)   # raises on any missing / unexpected key
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     return model
@@ -595,6 +593,11 @@ def run_goldens(model, prompts) -> tuple[dict[str, torch.Tensor], dict]:
             rec.on, rec.data = True, {}
             full = model(input_ids=ids, use_cache=False).logits[0].float()              # [L, V]
             rec.on = False
+            # the hooks captured what the schema says: last layer streams -> hc_head -> norm -> lm_head
+            last = rec.data[f"hidden.{len(model.model.layers) - 1}"]
+            fh = model.model.norm(model.model.hc_head(last[None]))[0]
+            assert torch.allclose(fh, rec.data["final_hidden"], atol=1e-6, rtol=0)
+            assert torch.allclose(rec.data["final_hidden"] @ model.lm_head.weight.T, full, atol=1e-5, rtol=0)
             gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=GEN_TOKENS,
                                  min_new_tokens=GEN_TOKENS, do_sample=False, use_cache=True,
                                  return_dict_in_generate=True, output_logits=True,
