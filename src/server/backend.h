@@ -96,7 +96,8 @@ struct ChatPrompt {
     std::vector<ToolSpec> tools;
     std::string tool_choice = "auto"; // auto, none, required, or "function:<name>"
     bool thinking = false;
-    std::string reasoning_effort; // "", "low", "medium", "high", "max"
+    std::string reasoning_effort;     // "" (thinking without an effort prompt), "high", "max"
+    std::string response_format_json; // OpenAI response_format object; empty for plain text
     bool add_generation_prompt = true;
 };
 
@@ -122,6 +123,9 @@ struct ParsedDelta {
     std::string reasoning;
     std::string content;
     std::vector<ToolCallDelta> tool_calls;
+    // At the end: thinking never closed, so the reasoning streamed so far was the answer (non-streaming
+    // responses move it to content; streams already sent it as reasoning).
+    bool reasoning_was_content = false;
     bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
 };
 
@@ -129,7 +133,8 @@ class OutputParser {
 public:
     virtual ~OutputParser() = default;
     virtual ParsedDelta push(std::string_view text) = 0;
-    virtual ParsedDelta finish() = 0;
+    // length_cut: generation hit max_tokens (a half-written marker is dropped).
+    virtual ParsedDelta finish(bool length_cut) = 0;
 };
 
 struct ParserOptions {

@@ -68,22 +68,6 @@ private:
     std::vector<std::set<int>> seen_calls_;
 };
 
-// response_format reaches the model as an instruction (constrained decoding is later work).
-void apply_response_format(ChatRequest& r) {
-    if (r.response_format == "text") return;
-    std::string instruction = "Respond with a single valid JSON object and nothing else.";
-    if (!r.json_schema.empty()) instruction += " The JSON must conform to this JSON schema: " + r.json_schema;
-    auto& msgs = r.prompt.messages;
-    if (!msgs.empty() && (msgs.front().role == "system" || msgs.front().role == "developer")) {
-        msgs.front().content += "\n\n" + instruction;
-    } else {
-        ChatMessage m;
-        m.role = "system";
-        m.content = instruction;
-        msgs.insert(msgs.begin(), std::move(m));
-    }
-}
-
 } // namespace
 
 void handle_chat(HttpServer::State& s, const httplib::Request& req, httplib::Response& res) {
@@ -94,7 +78,6 @@ void handle_chat(HttpServer::State& s, const httplib::Request& req, httplib::Res
     if (!r.common.forced_output.empty() && !s.config.enable_test_hooks) {
         return s.send_error(kEndpoint, invalid_param("deepinfer_test", "test hooks are disabled"), res);
     }
-    apply_response_format(r);
     auto prompt = s.backend.render_chat(r.prompt);
     if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
     int ctx = s.backend.context_length();

@@ -39,6 +39,7 @@ bool read_content(const json& m, const std::string& path, bool required, std::st
         if (!part.contains("text") || !part.at("text").is_string()) {
             return err.fail(path + ".content", "text content parts need a string 'text'");
         }
+        if (!out.empty()) out += "\n\n"; // DeepSeek's encoder joins text parts this way
         out += part.at("text").get<std::string>();
     }
     return true;
@@ -63,7 +64,10 @@ bool read_tool_calls(const json& m, const std::string& path, ChatMessage& msg, F
         if (present(f, "arguments")) {
             const json& a = f.at("arguments");
             if (a.is_string()) {
-                json parsed = json::parse(a.get<std::string>(), nullptr, false);
+                const std::string& text = a.get_ref<const std::string&>();
+                json parsed = json_shape_problem(text, ParserLimits{}).empty()
+                                  ? json::parse(text, nullptr, false)
+                                  : json(nullptr);
                 if (parsed.is_discarded() || !parsed.is_object()) {
                     return err.fail(pi + ".function.arguments", "tool call arguments must be a JSON object");
                 }
@@ -235,6 +239,7 @@ bool parse_response_format(const json& j, ChatRequest& r, FieldErrors& err) {
         return err.fail("response_format", "'response_format' must be an object with a 'type'");
     }
     r.response_format = rf.at("type").get<std::string>();
+    if (r.response_format != "text") r.prompt.response_format_json = detail::dump_json(rf);
     if (r.response_format == "json_schema") {
         if (!present(rf, "json_schema") || !rf.at("json_schema").is_object()) {
             return err.fail("response_format.json_schema", "'response_format.json_schema' must be an object");

@@ -66,7 +66,7 @@ ParsedDelta DsmlOutputParser::push(std::string_view text) {
     return out;
 }
 
-ParsedDelta DsmlOutputParser::finish() {
+ParsedDelta DsmlOutputParser::finish(bool) {
     ParsedDelta out;
     run(out, true);
     if (in_invoke_) { // unterminated call: close its arguments so they stay valid JSON

@@ -19,7 +19,7 @@ class DsmlOutputParser : public OutputParser {
 public:
     explicit DsmlOutputParser(ParserOptions options);
     ParsedDelta push(std::string_view text) override;
-    ParsedDelta finish() override;
+    ParsedDelta finish(bool length_cut) override;
 
 private:
     enum class Mode { kReasoning, kContent, kTools };

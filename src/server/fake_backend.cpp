@@ -9,6 +9,7 @@
 
 #include "server/dsml_parser.h"
 #include "server/request_queue.h"
+#include "server/utf8.h"
 
 namespace deepinfer::server {
 
@@ -30,30 +31,18 @@ struct Running {
 class ByteDetokenizer : public IncrementalDetokenizer {
 public:
     std::string push(int32_t token) override {
-        if (token == FakeBackend::kThink) return flush_invalid() + "<think>";
-        if (token == FakeBackend::kEndThink) return flush_invalid() + "</think>";
-        if (token < 0 || token > 255) return {}; // BOS/EOS and unused ids render as nothing
+        if (token == FakeBackend::kThink) return flush() + "<think>";
+        if (token == FakeBackend::kEndThink) return flush() + "</think>";
+        if (token < 0 || token > 255) return std::string(); // BOS/EOS and unused ids render as nothing
         pending_.push_back(static_cast<char>(token));
-        // Emit everything up to an incomplete UTF-8 sequence at the end.
-        size_t i = pending_.size(), lead = i;
-        size_t back = 0;
-        while (lead > 0 && back < 4 && (static_cast<unsigned char>(pending_[lead - 1]) & 0xC0) == 0x80) {
-            --lead;
-            ++back;
-        }
-        if (lead > 0) {
-            unsigned char c = static_cast<unsigned char>(pending_[lead - 1]);
-            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-            if (need > 1 && back + 1 < need) i = lead - 1; // incomplete: hold it
-        }
-        std::string out = pending_.substr(0, i);
-        pending_.erase(0, i);
+        size_t hold = incomplete_utf8_tail(pending_);
+        std::string out = valid_utf8(std::string_view(pending_).substr(0, pending_.size() - hold));
+        pending_.erase(0, pending_.size() - hold);
         return out;
     }
-    std::string flush() override { return std::exchange(pending_, {}); }
+    std::string flush() override { return valid_utf8(std::exchange(pending_, std::string())); }
 
 private:
-    std::string flush_invalid() { return std::exchange(pending_, {}); }
     std::string pending_;
 };
 
@@ -149,7 +138,7 @@ struct FakeBackend::Impl {
                 prefix_queries += p.request.prompt_tokens.size();
                 // Seeded or greedy requests are a function of (seed, prompt); others draw a fresh stream.
                 const SamplingOptions& sp = p.request.sampling;
-                uint64_t seed = sp.seed ? *sp.seed ^ hash_tokens(p.request.prompt_tokens)
+                uint64_t seed = sp.seed                 ? *sp.seed ^ hash_tokens(p.request.prompt_tokens)
                                 : sp.temperature == 0.0 ? hash_tokens(p.request.prompt_tokens)
                                                         : nonce.fetch_add(0x9E3779B97F4A7C15ull);
                 if (aborted.erase(p.request.id)) {
@@ -228,6 +217,7 @@ core::Result<std::vector<int32_t>> FakeBackend::render_chat(const ChatPrompt& pr
         text += "<" + m.role + ">" + m.content;
         for (const auto& tc : m.tool_calls) text += "[call " + tc.name + " " + tc.arguments + "]";
     }
+    if (!prompt.response_format_json.empty()) text += "<format>" + prompt.response_format_json;
     if (prompt.add_generation_prompt) text += prompt.thinking ? "<assistant><think>" : "<assistant></think>";
     DI_ASSIGN_OR_RETURN(auto ids, tokenize(text));
     ids.insert(ids.begin(), kBos);

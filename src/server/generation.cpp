@@ -25,7 +25,8 @@ void ChoicePipeline::finish(FinishReason reason, ChoiceOutput& out) {
     emit(stop_.push(detok_->flush()), out);
     emit(stop_.flush(), out);
     if (parser_) {
-        ParsedDelta d = parser_->finish();
+        ParsedDelta d = parser_->finish(reason == FinishReason::kLength);
+        out.parsed.reasoning_was_content = d.reasoning_was_content;
         out.parsed.reasoning += d.reasoning;
         out.parsed.content += d.content;
         for (auto& tc : d.tool_calls) out.parsed.tool_calls.push_back(std::move(tc));

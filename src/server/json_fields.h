@@ -11,7 +11,8 @@
 
 namespace deepinfer::server::detail {
 
-using json = nlohmann::json;
+// Requests keep their key order: tool schemas reach the prompt exactly as the client wrote them.
+using json = nlohmann::ordered_json;
 
 class FieldErrors {
 public:

@@ -13,8 +13,9 @@ using detail::FieldErrors;
 using detail::json;
 using detail::present;
 
-bool json_depth_ok(std::string_view body, int max_depth) {
-    int depth = 0;
+std::string json_shape_problem(std::string_view body, const ParserLimits& limits) {
+    std::vector<int> members; // per open container: -1 for arrays, member count for objects
+    long long total = 0;
     bool in_string = false;
     for (size_t i = 0; i < body.size(); ++i) {
         char c = body[i];
@@ -25,21 +26,29 @@ bool json_depth_ok(std::string_view body, int max_depth) {
                 in_string = false;
             continue;
         }
-        if (c == '"')
+        if (c == '"') {
             in_string = true;
-        else if (c == '[' || c == '{') {
-            if (++depth > max_depth) return false;
-        } else if (c == ']' || c == '}')
-            --depth;
+        } else if (c == '[' || c == '{') {
+            members.push_back(c == '[' ? -1 : 0);
+            if (static_cast<int>(members.size()) > limits.max_depth) {
+                return "request body is nested deeper than " + std::to_string(limits.max_depth) + " levels";
+            }
+        } else if (c == ']' || c == '}') {
+            if (!members.empty()) members.pop_back();
+        } else if (c == ':' && !members.empty() && members.back() >= 0) {
+            if (++members.back() > limits.max_object_members || ++total > limits.max_total_members) {
+                return "request body has objects with too many members";
+            }
+        }
     }
-    return true;
+    return {};
 }
 
 namespace detail {
 
 std::optional<json> parse_body(std::string_view body, const ParserLimits& limits, FieldErrors& err) {
-    if (!json_depth_ok(body, limits.max_depth)) {
-        err.fail("", "request body is nested deeper than " + std::to_string(limits.max_depth) + " levels");
+    if (std::string why = json_shape_problem(body, limits); !why.empty()) {
+        err.fail("", why);
         return std::nullopt;
     }
     json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);

@@ -26,6 +26,10 @@ json usage_json(const Usage& u) {
 void ChatChoiceResult::merge(const ParsedDelta& d) {
     content += d.content;
     reasoning += d.reasoning;
+    if (d.reasoning_was_content) {
+        content = reasoning + content;
+        reasoning.clear();
+    }
     for (const auto& tc : d.tool_calls) {
         ToolCallDelta* call = nullptr;
         for (auto& c : tool_calls) call = c.index == tc.index ? &c : call;

@@ -8,6 +8,7 @@
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/response_builder.h"
+#include "server/utf8.h"
 
 namespace deepinfer::server {
 namespace {
@@ -22,7 +23,7 @@ ChatChoiceResult parse_all(const std::string& text, size_t step, ParserOptions o
     DsmlOutputParser p(opts);
     ChatChoiceResult r;
     for (size_t i = 0; i < text.size(); i += step) r.merge(p.push(text.substr(i, step)));
-    r.merge(p.finish());
+    r.merge(p.finish(false));
     return r;
 }
 
@@ -179,6 +180,24 @@ TEST(Metrics, RendersCountersHistogramsAndEngineGauges) {
     EXPECT_NE(t.find("deepinfer_time_to_first_token_seconds_count 2\n"), std::string::npos);
     EXPECT_NE(t.find("deepinfer_num_requests_running 2\n"), std::string::npos);
     EXPECT_NE(t.find("deepinfer_prefix_cache_hit_rate 0.4"), std::string::npos);
+}
+
+} // namespace
+} // namespace deepinfer::server
+
+namespace deepinfer::server {
+namespace {
+
+TEST(Utf8, ReplacesIllFormedBytesAndFindsIncompleteTails) {
+    EXPECT_EQ(valid_utf8("a\xc3\xa9z"), "a\xc3\xa9z");
+    EXPECT_EQ(valid_utf8("a\xff"), "a\xEF\xBF\xBD");
+    EXPECT_EQ(valid_utf8("\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(valid_utf8("\xed\xa0\x80"),
+              "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"); // a surrogate is ill-formed
+    EXPECT_EQ(incomplete_utf8_tail("ab\xe2\x82"), 2u); // € missing its last byte
+    EXPECT_EQ(incomplete_utf8_tail("ab\xe2\x82\xac"), 0u);
+    EXPECT_EQ(incomplete_utf8_tail("ab\xf0"), 1u);
+    EXPECT_EQ(incomplete_utf8_tail("abc"), 0u);
 }
 
 } // namespace

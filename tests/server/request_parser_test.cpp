@@ -1,6 +1,8 @@
 #include "server/request_parser.h"
 
 #include <gtest/gtest.h>
+#include <optional>
+#include <random>
 
 namespace deepinfer::server {
 namespace {
@@ -144,7 +146,7 @@ TEST(ChatParser, AssistantHistoryWithToolsAndReasoning) {
         "tools":[{"type":"function","function":{"name":"get","description":"d","parameters":{"type":"object"}}}],
         "tool_choice":{"type":"function","function":{"name":"get"}}})");
     ASSERT_EQ(r.prompt.messages.size(), 6u);
-    EXPECT_EQ(r.prompt.messages[1].content, "d1d2");
+    EXPECT_EQ(r.prompt.messages[1].content, "d1\n\nd2");
     EXPECT_EQ(r.prompt.messages[3].reasoning, "thought");
     ASSERT_EQ(r.prompt.messages[3].tool_calls.size(), 1u);
     EXPECT_EQ(r.prompt.messages[3].tool_calls[0].arguments, "{\"x\":1}");
@@ -215,6 +217,81 @@ TEST(ApiErrorJson, HasTheOpenAiShape) {
     EXPECT_EQ(from_status(core::resource_exhausted("x")).http_status, 429);
     EXPECT_EQ(from_status(core::not_found("x")).http_status, 404);
     EXPECT_EQ(from_status(core::internal_error("x")).http_status, 500);
+}
+
+} // namespace
+} // namespace deepinfer::server
+
+namespace deepinfer::server {
+namespace {
+
+// A small deterministic fuzz run in every test pass (the libFuzzer target goes further): random byte
+// edits of valid bodies must parse or fail with a 4xx error object, never crash.
+TEST(ParserFuzz, MutatedBodiesNeverCrash) {
+    const std::vector<std::string> seeds = {
+        R"({"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,
+            "tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"x\":[1,2]}"}}]}],
+            "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
+            "tool_choice":{"type":"function","function":{"name":"f"}},"temperature":0.2,"stop":["a"],
+            "logprobs":true,"top_logprobs":2,"n":2,"seed":5,"chat_template_kwargs":{"thinking":true}})",
+        R"({"model":"m","prompt":[[1,2],[3]],"max_tokens":3,"logprobs":1,"logit_bias":{"3":-100},
+            "stream":true,"stream_options":{"include_usage":true}})"};
+    std::mt19937 rng(20261130);
+    int accepted = 0, rejected = 0;
+    for (int iter = 0; iter < 20000; ++iter) {
+        std::string body = seeds[iter % seeds.size()];
+        int edits = 1 + rng() % 6;
+        for (int e = 0; e < edits && !body.empty(); ++e) {
+            size_t pos = rng() % body.size();
+            switch (rng() % 4) {
+            case 0:
+                body[pos] = static_cast<char>(rng() % 256);
+                break;
+            case 1:
+                body.erase(pos, 1 + rng() % 8);
+                break;
+            case 2:
+                body.insert(pos, 1, "{}[],:\"0-e.\\"[rng() % 13]);
+                break;
+            case 3:
+                body.insert(pos, body.substr(rng() % body.size(), rng() % 16));
+                break;
+            }
+        }
+        for (bool chat : {true, false}) {
+            std::optional<ApiError> err;
+            if (chat) {
+                auto r = parse_chat_request(body, limits());
+                if (auto* e = std::get_if<ApiError>(&r)) err = *e;
+            } else {
+                auto r = parse_completion_request(body, limits());
+                if (auto* e = std::get_if<ApiError>(&r)) err = *e;
+            }
+            if (err) {
+                ++rejected;
+                ASSERT_GE(err->http_status, 400);
+                ASSERT_LT(err->http_status, 500);
+                ASSERT_FALSE(err->message.empty());
+            } else {
+                ++accepted;
+            }
+        }
+    }
+    EXPECT_GT(accepted, 0);
+    EXPECT_GT(rejected, 0);
+}
+
+TEST(ParserFuzz, HostileShapesAreRejectedCheaply) {
+    ParserLimits l = limits();
+    EXPECT_FALSE(json_shape_problem(std::string(100000, '['), l).empty());
+    std::string many = "{";
+    for (int i = 0; i < 5000; ++i) many += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+    many += "}";
+    EXPECT_FALSE(json_shape_problem(many, l).empty());
+    EXPECT_TRUE(json_shape_problem(R"({"a":"[[[[{{{{:::"})", l).empty()); // inside strings: ignored
+    auto r = parse_chat_request(many, l);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+    EXPECT_EQ(std::get<ApiError>(r).http_status, 400);
 }
 
 } // namespace

@@ -284,7 +284,9 @@ class Auth(unittest.TestCase):
 class Busy(unittest.TestCase):
     def test_full_server_answers_429(self):
         with Server("--max-inflight", "2", fake_step_us=20000) as s:
-            body = {"model": s.model, "prompt": "x", "max_tokens": 150, "stream": True}
+            # Long enough to still run when the third request comes (EOS, id 1 in the tiny model, banned).
+            body = {"model": s.model, "prompt": "x", "max_tokens": min(900, s.context - 16), "stream": True,
+                    "logit_bias": {"1": -100}}
             holders = [threading.Thread(target=lambda: requests.post(s.url("/v1/completions"), json=body,
                                                                      timeout=120).content) for _ in range(2)]
             for t in holders:
