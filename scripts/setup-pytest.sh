@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=build/venv-test
+mkdir -p build
+exec 9>build/.venv-test.lock
+flock 9 # ctest may start several Python suites at once; one creates the venv, the others wait
 pins=(openai==3.57.0 requests==2.34.2)
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2

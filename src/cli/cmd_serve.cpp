@@ -90,6 +90,14 @@ int run_serve(const std::vector<std::string>& argv) {
         *field = static_cast<int>(*v);
     }
 
+    // SIGINT/SIGTERM are taken by one thread that stops the server; every other thread (the engine's, the
+    // HTTP pool's: all started below) inherits this mask and blocks them.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
     std::unique_ptr<server::Backend> backend;
     std::string kind = args->get_or("backend", "engine");
     if (kind == "fake") {
@@ -150,13 +158,6 @@ int run_serve(const std::vector<std::string>& argv) {
         std::fprintf(stderr, "deepinfer serve: --backend must be engine or fake\n");
         return 2;
     }
-
-    // SIGINT/SIGTERM are taken by one thread that stops the server; every other thread blocks them.
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
     server::HttpServer http(*backend, config);
     auto port = http.bind();

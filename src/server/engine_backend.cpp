@@ -154,7 +154,8 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
             return core::invalid_argument("the model's vocabulary is too small for any tokenizer");
         DI_LOG(Warn) << "tokenizer " << tok_path << " does not fit the model's " << vocab
                      << "-token vocabulary; using a byte-level stand-in (test models)";
-        codec = detail::make_byte_codec(0, static_cast<int32_t>(model->eos_token_id()));
+        codec = detail::make_byte_codec(static_cast<int32_t>(model->config().bos_token_id),
+                                        static_cast<int32_t>(model->eos_token_id()));
     }
 
     engine::EngineConfig cfg = options.engine;

@@ -5,6 +5,7 @@
 
 #include "server/utf8.h"
 #include "tokenizer/chat_encoding.h"
+#include "tokenizer/chat_tokens.h"
 #include "tokenizer/dsml_parser.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -42,13 +43,35 @@ private:
     std::string path_;
 };
 
-constexpr int32_t kByteBase = 2, kThink = 258, kEndThink = 259;
+constexpr int32_t kByteBase = 2, kFirstPhrase = 258;
+
+// The chat protocol's fixed strings (special tokens, the tools / effort / format prompt texts) as single
+// ids, so that a DeepSeek V4 prompt with tools still fits a tiny model's context.
+std::vector<std::string> protocol_phrases() {
+    const std::string split = "\x01";
+    std::string tools = tokenizer::tools_prompt(split);
+    size_t cut = tools.find(split);
+    return {std::string(tokenizer::kThinkStart),
+            std::string(tokenizer::kThinkEnd),
+            std::string(tokenizer::kUserToken),
+            std::string(tokenizer::kAssistantToken),
+            std::string(tokenizer::kLatestReminderToken),
+            std::string(tokenizer::kDsml),
+            std::string(tokenizer::kImagePlaceholder),
+            tools.substr(0, cut),
+            tools.substr(cut + split.size()),
+            tokenizer::response_format_prompt(""),
+            std::string(tokenizer::reasoning_effort_prompt(tokenizer::ThinkingMode::kThinkingHigh)),
+            std::string(tokenizer::reasoning_effort_prompt(tokenizer::ThinkingMode::kThinkingMax))};
+}
 
 class ByteDetokenizer : public IncrementalDetokenizer {
 public:
+    explicit ByteDetokenizer(const std::vector<std::string>* phrases) : phrases_(phrases) {}
     std::string push(int32_t token) override {
-        if (token == kThink) return flush() + "<think>";
-        if (token == kEndThink) return flush() + "</think>";
+        int32_t phrase = token - kFirstPhrase;
+        if (phrase >= 0 && phrase < static_cast<int32_t>(phrases_->size()))
+            return flush() + (*phrases_)[phrase];
         if (token < kByteBase || token >= kByteBase + 256) return std::string(); // BOS, EOS, unused ids
         pending_.push_back(static_cast<char>(token - kByteBase));
         size_t hold = incomplete_utf8_tail(pending_);
@@ -59,38 +82,62 @@ public:
     std::string flush() override { return valid_utf8(std::exchange(pending_, std::string())); }
 
 private:
+    const std::vector<std::string>* phrases_;
     std::string pending_;
 };
 
 class ByteCodec : public TextCodec {
 public:
+    ByteCodec(int32_t bos, int32_t eos) : bos_(bos), eos_(eos), phrases_(protocol_phrases()) {}
+
     std::vector<int32_t> encode(std::string_view text) const override {
         std::vector<int32_t> ids;
         ids.reserve(text.size());
-        for (size_t i = 0; i < text.size(); ++i) {
-            if (text.compare(i, 7, "<think>") == 0) {
-                ids.push_back(kThink);
-                i += 6;
-            } else if (text.compare(i, 8, "</think>") == 0) {
-                ids.push_back(kEndThink);
-                i += 7;
+        for (size_t i = 0; i < text.size();) {
+            if (text.compare(i, tokenizer::kBosToken.size(), tokenizer::kBosToken) == 0) {
+                ids.push_back(bos_);
+                i += tokenizer::kBosToken.size();
+                continue;
+            }
+            if (text.compare(i, tokenizer::kEosToken.size(), tokenizer::kEosToken) == 0) {
+                ids.push_back(eos_);
+                i += tokenizer::kEosToken.size();
+                continue;
+            }
+            int32_t best = -1;
+            for (size_t p = 0; p < phrases_.size(); ++p) {
+                const std::string& ph = phrases_[p];
+                if (!ph.empty() && text.compare(i, ph.size(), ph) == 0 &&
+                    (best < 0 || ph.size() > phrases_[best].size())) {
+                    best = static_cast<int32_t>(p);
+                }
+            }
+            if (best >= 0) {
+                ids.push_back(kFirstPhrase + best);
+                i += phrases_[best].size();
             } else {
                 ids.push_back(kByteBase + static_cast<unsigned char>(text[i]));
+                ++i;
             }
         }
         return ids;
     }
     std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const override {
-        return std::make_unique<ByteDetokenizer>();
+        return std::make_unique<ByteDetokenizer>(&phrases_);
     }
     std::string token_text(int32_t token) const override {
         if (token >= kByteBase && token < kByteBase + 256)
             return std::string(1, static_cast<char>(token - kByteBase));
-        if (token == kThink) return "<think>";
-        if (token == kEndThink) return "</think>";
+        int32_t phrase = token - kFirstPhrase;
+        if (phrase >= 0 && phrase < static_cast<int32_t>(phrases_.size())) return phrases_[phrase];
         return "<|" + std::to_string(token) + "|>";
     }
     std::string describe() const override { return "byte-level stand-in"; }
+    static int32_t min_vocab() { return kFirstPhrase + 12; }
+
+private:
+    int32_t bos_, eos_;
+    std::vector<std::string> phrases_;
 };
 
 class DsmlParserAdapter : public OutputParser {
@@ -151,8 +198,11 @@ core::Result<std::unique_ptr<TextCodec>> load_hf_codec(const std::string& path) 
     return std::unique_ptr<TextCodec>(std::make_unique<HfCodec>(std::move(tok), path));
 }
 
-std::unique_ptr<TextCodec> make_byte_codec(int32_t, int32_t) {
-    return std::make_unique<ByteCodec>();
+std::unique_ptr<TextCodec> make_byte_codec(int32_t bos, int32_t eos) {
+    return std::make_unique<ByteCodec>(bos, eos);
+}
+int32_t byte_codec_min_vocab() {
+    return ByteCodec::min_vocab();
 }
 
 size_t hf_vocab_size(const TextCodec& codec) {

@@ -23,8 +23,10 @@ public:
 
 // The tokenizer.json at `path`; fails if it cannot be loaded.
 core::Result<std::unique_ptr<TextCodec>> load_hf_codec(const std::string& path);
-// Bytes as ids 2..257 (0 = BOS, 1 = EOS), <think> = 258, </think> = 259; needs a vocabulary of 260+.
+// Bytes as ids 2..257, the model's BOS and EOS for DeepSeek's BOS/EOS strings, and the chat protocol's
+// fixed strings (<think>, </think>, <｜User｜>, ｜DSML｜, the tools and effort prompts, ...) from id 258.
 std::unique_ptr<TextCodec> make_byte_codec(int32_t bos, int32_t eos);
+int32_t byte_codec_min_vocab();
 size_t hf_vocab_size(const TextCodec& codec); // 0 for the byte codec
 
 // DeepSeek V4 prompt text for a chat (encoding_dsv4-exact), BOS included.

@@ -2,6 +2,10 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "core/logging.h"
 #include "server/json_fields.h"
@@ -18,8 +22,19 @@ HttpServer::State::State(Backend& b, ServerConfig c) : backend(b), config(std::m
             .count();
 }
 
+namespace {
+// Metric labels stay a fixed set, whatever paths clients send.
+std::string endpoint_label(const std::string& path) {
+    for (const char* known :
+         {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"}) {
+        if (path == known) return path;
+    }
+    return "other";
+}
+} // namespace
+
 void HttpServer::State::send_error(const std::string& endpoint, const ApiError& e, httplib::Response& res) {
-    metrics.count_request(endpoint, e.http_status);
+    metrics.count_request(endpoint_label(endpoint), e.http_status);
     res.status = e.http_status;
     res.set_content(e.to_json(), "application/json");
 }
@@ -46,7 +61,7 @@ void install_routes(HttpServer::State& s) {
     http.new_task_queue = [n = s.config.http_threads] { return new httplib::ThreadPool(n); };
     http.set_payload_max_length(s.config.max_body_bytes);
     http.set_keep_alive_max_count(1000);
-    http.set_keep_alive_timeout(30);
+    http.set_keep_alive_timeout(5);
     http.set_read_timeout(60);
     http.set_write_timeout(60);
     http.set_tcp_nodelay(true);
@@ -71,7 +86,7 @@ void install_routes(HttpServer::State& s) {
             e = {413, "invalid_request_error", "request body too large", "", "body_too_large"};
         else
             e.message = "HTTP error " + std::to_string(res.status);
-        s.metrics.count_request(req.path, e.http_status);
+        s.metrics.count_request(endpoint_label(req.path), e.http_status);
         res.set_content(e.to_json(), "application/json");
     });
     http.set_exception_handler([&s](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
@@ -104,6 +119,32 @@ void install_routes(HttpServer::State& s) {
 
 } // namespace
 
+namespace {
+
+// httplib stops accepting on stop() but waits for open connections: an idle keep-alive connection holds
+// its thread for the keep-alive timeout, a stream until it ends. Shutting down (not closing) the sockets
+// connected to our port ends both at once, so the pool's threads can be joined.
+void shutdown_client_connections(int port) {
+    if (port <= 0) return;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+        int fd = std::atoi(entry.path().filename().c_str());
+        struct stat st;
+        if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+        sockaddr_storage local{}, peer{};
+        socklen_t len = sizeof local, plen = sizeof peer;
+        if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) continue;
+        if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue; // listening socket
+        int local_port = local.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port)
+                         : local.ss_family == AF_INET6
+                             ? ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port)
+                             : -1;
+        if (local_port == port) ::shutdown(fd, SHUT_RDWR);
+    }
+}
+
+} // namespace
+
 HttpServer::HttpServer(Backend& backend, ServerConfig config)
     : state_(std::make_unique<State>(backend, std::move(config))) {
     // A client that closes its socket mid-write must not kill the process.
@@ -117,6 +158,13 @@ HttpServer::~HttpServer() {
 
 core::Result<int> HttpServer::bind() {
     const ServerConfig& c = state_->config;
+    // httplib listens with a backlog of 5, which resets connections when hundreds arrive at once: catch the
+    // listening socket as it is created and listen again with a deep backlog.
+    int listen_fd = -1;
+    state_->http.set_socket_options([&listen_fd](socket_t sock) {
+        httplib::default_socket_options(sock);
+        if (listen_fd < 0) listen_fd = sock;
+    });
     int port = c.port;
     if (port == 0) {
         port = state_->http.bind_to_any_port(c.host);
@@ -124,6 +172,9 @@ core::Result<int> HttpServer::bind() {
     } else if (!state_->http.bind_to_port(c.host, port)) {
         return core::unavailable("cannot bind " + c.host + ":" + std::to_string(port));
     }
+    state_->http.set_socket_options(httplib::default_socket_options);
+    state_->port = port;
+    if (listen_fd >= 0 && ::listen(listen_fd, 4096) != 0) return core::unavailable("listen() failed");
     return port;
 }
 
@@ -134,6 +185,7 @@ core::Status HttpServer::serve() {
 
 void HttpServer::stop() {
     if (state_->http.is_running()) state_->http.stop();
+    shutdown_client_connections(state_->port);
 }
 
 } // namespace deepinfer::server

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <unistd.h>
 
 namespace deepinfer::server {
 
@@ -114,6 +119,17 @@ std::string ServerMetrics::render(const EngineStats& engine) const {
                       ? static_cast<double>(engine.prefix_cache_hits) / engine.prefix_cache_queries
                       : 0.0;
     out += "deepinfer_prefix_cache_hit_rate " + num(rate) + "\n";
+    // Process memory: the load test checks that it returns to its baseline after bursts of requests.
+    long pages = 0, resident = 0;
+    std::ifstream("/proc/self/statm") >> pages >> resident;
+    header(out, "deepinfer_process_resident_memory_bytes", "gauge", "Resident set size.");
+    out +=
+        "deepinfer_process_resident_memory_bytes " + std::to_string(resident * sysconf(_SC_PAGESIZE)) + "\n";
+#ifdef __GLIBC__
+    struct mallinfo2 mi = mallinfo2();
+    header(out, "deepinfer_heap_in_use_bytes", "gauge", "Bytes allocated with malloc and not yet freed.");
+    out += "deepinfer_heap_in_use_bytes " + std::to_string(mi.uordblks + mi.hblkhd) + "\n";
+#endif
     return out;
 }
 

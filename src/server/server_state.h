@@ -23,6 +23,7 @@ struct HttpServer::State {
     std::atomic<int> inflight{0};
     std::atomic<uint64_t> next_id{1};
     long long start_time = 0;
+    int port = 0; // bound port
     httplib::Server http;
 
     State(Backend& b, ServerConfig c);

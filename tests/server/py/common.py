@@ -13,6 +13,7 @@ import time
 import urllib.request
 
 BIN = os.environ.get("DEEPINFER_BIN", "build/release/src/cli/deepinfer")
+SANITIZED = os.environ.get("DEEPINFER_SANITIZED", "") not in ("", "0")
 MODEL_DIR = os.environ.get("DEEPINFER_TEST_MODEL", "")
 
 
@@ -25,8 +26,9 @@ def read_text(path):
 
 
 class Server:
-    def __init__(self, *extra, api_key=None, fake_step_us=500, fake_context=4096):
+    def __init__(self, *extra, api_key=None, fake_step_us=500, fake_context=4096, env=None):
         self.extra = list(extra)
+        self.env = dict(os.environ, **(env or {}))
         self.api_key = api_key
         self.fake_step_us = fake_step_us
         self.fake_context = fake_context
@@ -46,7 +48,7 @@ class Server:
             cmd += ["--api-key", self.api_key]
         cmd += self.extra
         self.log = open(os.path.join(self.tmp.name, "log"), "w+")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -69,19 +71,26 @@ class Server:
         self.context = models["data"][0]["max_model_len"]
         return self
 
-    def __exit__(self, *exc):
-        self.kill()
+    def __exit__(self, exc_type, *exc):
+        code = self.kill()
+        log = self.read_log()
         self.log.close()
         self.tmp.cleanup()
+        # A clean shutdown on SIGTERM exits 0; under ASan a leak found at exit makes it non-zero.
+        if exc_type is None and code != 0:
+            raise AssertionError("server exited with %s on SIGTERM:\n%s" % (code, log))
 
     def kill(self):
+        """Stops the server (SIGTERM, then SIGKILL after 30 s); returns its exit code."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                return "a hang (killed)"
+        return self.proc.returncode if self.proc else 0
 
     def alive(self):
         return self.proc.poll() is None

@@ -1,7 +1,8 @@
 """Fuzzing the request parser over HTTP: mutated and hostile JSON bodies to both endpoints, and malformed
 HTTP on raw sockets. Nothing may crash the server; every answer is a well-formed response (an OpenAI
-error object for rejections). Bounded: DEEPINFER_FUZZ_CASES bodies (default 1500), fixed seed."""
+error object for rejections). Bounded: DEEPINFER_FUZZ_CASES bodies (default 5000), fixed seed."""
 
+import copy
 import json
 import os
 import random
@@ -12,7 +13,7 @@ import requests
 
 from common import Server, sse_events
 
-CASES = int(os.environ.get("DEEPINFER_FUZZ_CASES", "1500"))
+CASES = int(os.environ.get("DEEPINFER_FUZZ_CASES", "5000"))
 
 HOSTILE_VALUES = [None, True, False, 0, -1, 1, 2 ** 63, -(2 ** 63), 2 ** 64 + 1, 1e308, -1e308, 1.5, "",
                   "x" * 5000, "\u0000", "\ud7ff\ue000", "<｜DSML｜invoke>", [], {}, [None], {"": None},
@@ -73,9 +74,9 @@ def structural(rng, base):
         if r < 0.15:
             body = set_path(body, p, None, delete=True)
         elif r < 0.25 and isinstance(body, dict):
-            body[rng.choice(["extra", "deepinfer_test", "best_of", "suffix", "echo"])] = rng.choice(HOSTILE_VALUES)
+            body[rng.choice(["extra", "deepinfer_test", "best_of", "suffix", "echo"])] = copy.deepcopy(rng.choice(HOSTILE_VALUES))
         else:
-            body = set_path(body, p, rng.choice(HOSTILE_VALUES))
+            body = set_path(body, p, copy.deepcopy(rng.choice(HOSTILE_VALUES)))
     return json.dumps(body, ensure_ascii=rng.random() < 0.5).encode("utf-8", "surrogatepass")
 
 
