@@ -5,10 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh release >/dev/null
-model=models/tiny-v4
 bin=build/release/src/cli/deepinfer
+model=models/tiny-v4
 echo "== deepinfer inspect $model"
 "$bin" inspect "$model"
+echo
+echo "== deepinfer generate --model $model --prompt-ids 5,6,7,8,9 --max-tokens 16 (greedy token ids)"
+"$bin" generate --model "$model" --prompt-ids 5,6,7,8,9 --max-tokens 16
 
 echo "== deepinfer serve --model $model"
 port_file="$(mktemp)"

@@ -34,6 +34,32 @@ TEST(CheckpointFixtures, TinyV4Fp8) {
     expect_clean(kRoot + "/models/tiny-v4-fp8");
 }
 
+// The two configs name the same model in the two namings (official vs transformers).
+TEST(CheckpointFixtures, BothNamingsGiveTheSameConfig) {
+    const std::string a = kRoot + "/models/tiny-v4/config.json",
+                      b = kRoot + "/models/tiny-v4-fp8/config.json";
+    if (!std::filesystem::exists(a) || !std::filesystem::exists(b)) GTEST_SKIP() << "fixtures not present";
+    auto off = ModelConfig::from_json_file(a);
+    auto hf = ModelConfig::from_json_file(b);
+    ASSERT_TRUE(off.ok() && hf.ok());
+    EXPECT_EQ(off->compress_ratios, (std::vector<int64_t>{0, 4, 8, 4}));
+    EXPECT_EQ(off->layer_types, hf->layer_types);
+    EXPECT_EQ(off->compress_ratios, hf->compress_ratios);
+    EXPECT_EQ(off->mlp_layer_types, hf->mlp_layer_types);
+    EXPECT_EQ(off->qk_rope_head_dim, 16);
+    EXPECT_EQ(hf->qk_rope_head_dim, 16);
+    EXPECT_TRUE(off->yarn.enabled && hf->yarn.enabled);
+    EXPECT_EQ(off->yarn.factor, hf->yarn.factor);
+    EXPECT_EQ(off->yarn.original_max_position_embeddings, hf->yarn.original_max_position_embeddings);
+    EXPECT_EQ(off->rope_theta, hf->rope_theta);
+    EXPECT_EQ(off->compress_rope_theta, hf->compress_rope_theta);
+    EXPECT_EQ(off->index_n_heads, hf->index_n_heads);
+    EXPECT_FALSE(off->quant.fp8);
+    EXPECT_TRUE(hf->quant.fp8);
+    EXPECT_EQ(hf->quant.block_rows, 32);
+    EXPECT_EQ(hf->quant.block_cols, 32);
+}
+
 TEST(CheckpointFixtures, Fp8DequantizationMatchesOracleExactly) {
     const std::string dir = kRoot + "/models/tiny-v4-fp8";
     const std::string golden_path = kRoot + "/tests/fixtures/tiny-v4-fp8/dequantized.safetensors";

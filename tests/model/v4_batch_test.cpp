@@ -255,6 +255,19 @@ TEST(V4Errors, BadInputsAreStatuses) {
     EXPECT_EQ(st.code(), core::StatusCode::kInvalidArgument);
     EXPECT_NE(st.message().find("block table"), std::string::npos) << st.message();
 
+    model::ForwardBatch twice = run.next_batch({3, 4}, false);
+    twice.token_ids.push_back(5);
+    twice.positions.push_back(2);
+    model::SequenceChunk again = twice.chunks[0];
+    again.start_pos = 2;
+    again.num_tokens = 1;
+    again.token_offset = 2;
+    twice.chunks.push_back(again);
+    std::vector<float> out(lm.vocab_size());
+    st = lm.forward(twice, out.data());
+    EXPECT_EQ(st.code(), core::StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("slot"), std::string::npos) << st.message();
+
     auto missing = DeepseekV4Model::load("/nonexistent/model");
     EXPECT_FALSE(missing.ok());
 }

@@ -26,6 +26,7 @@ d = sys.argv[1]
 w = glob.glob(d + "/wheel/vllm-0.33.0-*.whl")[0]
 with zipfile.ZipFile(w) as z:
     open(d + "/deepseek_v4_encoding.py", "wb").write(z.read("vllm/tokenizers/deepseek_v4_encoding.py"))
+import shutil; shutil.rmtree(d + "/wheel")
 PYEOF
   fi
 }

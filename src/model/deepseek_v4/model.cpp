@@ -37,6 +37,7 @@ core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
     if (static_cast<int64_t>(b.positions.size()) != T)
         return core::invalid_argument("forward: positions and token_ids differ in length");
     std::vector<int> covered(T, 0);
+    std::vector<bool> slot_used(cache_.num_slots(), false);
     for (const SequenceChunk& ch : b.chunks) {
         if (ch.num_tokens < 0 || ch.token_offset < 0 || ch.token_offset + ch.num_tokens > T)
             return core::invalid_argument("forward: chunk of seq " + std::to_string(ch.seq_id) +
@@ -45,6 +46,10 @@ core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
         if (ch.is_padding) continue;
         if (ch.slot < 0 || ch.slot >= cache_.scratch_slot())
             return core::invalid_argument("forward: slot " + std::to_string(ch.slot) + " out of range");
+        // Chunks of one sequence run in position order through one slot: at most one chunk per slot.
+        if (slot_used[ch.slot])
+            return core::invalid_argument("forward: two chunks use slot " + std::to_string(ch.slot));
+        slot_used[ch.slot] = true;
         const int64_t end = ch.start_pos + ch.num_tokens;
         if (ch.start_pos < 0 || end > config_.max_position_embeddings)
             return core::out_of_range("forward: positions of seq " + std::to_string(ch.seq_id) + " exceed " +
