@@ -2,17 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <sstream>
-#include <unordered_map>
 
 #include "core/check.h"
 #include "core/logging.h"
 #include "engine/admission.h"
 #include "engine/batch_builder.h"
-#include "engine/block_manager.h"
-#include "engine/request_state.h"
-#include "engine/sampler.h"
-#include "engine/scheduler.h"
+#include "engine/engine_impl.h"
 
 namespace deepinfer::engine {
 
@@ -24,59 +19,6 @@ uint64_t mix_seed(uint64_t a, uint64_t b) {
     return x ^ (x >> 29);
 }
 } // namespace
-
-class LLMEngine::Impl {
-public:
-    Impl(model::CausalLm* model, const EngineConfig& config, int32_t vocab)
-        : model_(model), config_(config), vocab_(vocab),
-          blocks_(static_cast<int32_t>(config.num_kv_blocks), config.block_size, config.max_num_seqs,
-                  config.enable_prefix_caching),
-          scheduler_({config.max_num_seqs, config.max_num_batched_tokens,
-                      std::max<int32_t>(1, static_cast<int32_t>(config.num_kv_blocks / 100))},
-                     &blocks_) {
-        metrics_.kv_blocks_total = config.num_kv_blocks;
-    }
-
-    core::Status add_request(Request request);
-    bool abort(const std::string& id);
-    core::Result<std::vector<RequestOutput>> step();
-    bool has_work() const {
-        return !scheduler_.running().empty() || !scheduler_.waiting().empty() || !changed_.empty();
-    }
-
-    model::CausalLm* model_;
-    EngineConfig config_;
-    int32_t vocab_;
-    BlockManager blocks_;
-    Scheduler scheduler_;
-    Sampler sampler_;
-    std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
-    std::vector<RequestState*> changed_; // requests with something to report
-    uint64_t next_request_number_ = 0;
-    int64_t next_seq_id_ = 0;
-    StepMetrics metrics_;
-    EngineCounters counters_;
-    std::vector<float> logits_;
-
-private:
-    void mark_changed(RequestState* r) {
-        if (!r->changed) changed_.push_back(r);
-        r->changed = true;
-    }
-    void finish(Sequence* seq, FinishReason reason, std::optional<int32_t> stop_token = std::nullopt) {
-        seq->finish_reason = reason;
-        seq->stop_token_id = stop_token;
-        seq->status = SequenceStatus::kFinished;
-        scheduler_.remove(seq);
-        ++metrics_.num_finished;
-        mark_changed(seq->request);
-    }
-    // Appends a sampled token and applies the stop rules.
-    void append_token(Sequence* seq, const SampleResult& s);
-    void sample_row(Sequence* seq, std::span<const float> row, int64_t position);
-    void start_children(RequestState* r, std::span<const float> row, int64_t position);
-    std::vector<RequestOutput> collect_outputs();
-};
 
 core::Status LLMEngine::Impl::add_request(Request request) {
     if (request.id.empty()) return core::invalid_argument("request id is empty");
@@ -110,7 +52,7 @@ core::Status LLMEngine::Impl::add_request(Request request) {
     auto r = std::make_unique<RequestState>();
     r->number = next_request_number_++;
     r->rng_seed = request.params.seed ? *request.params.seed : mix_seed(config_.default_seed, r->number);
-    r->max_tokens = static_cast<int32_t>(max_tokens);
+    r->max_tokens = static_cast<int32_t>(std::min<int64_t>(max_tokens, INT32_MAX));
     if (request.params.prompt_logprobs) r->prompt_logprobs.resize(prompt_len);
     r->pending_logprobs.resize(request.params.n);
     r->request = std::move(request);
@@ -369,37 +311,6 @@ const EngineCounters& LLMEngine::counters() const {
 }
 int32_t LLMEngine::num_live_requests() const {
     return static_cast<int32_t>(impl_->requests_.size());
-}
-
-std::string LLMEngine::check_invariants() const {
-    const Impl& e = *impl_;
-    std::ostringstream err;
-    std::vector<int32_t> refs(e.blocks_.num_blocks(), 0);
-    int32_t slots = 0;
-    std::vector<bool> slot_used(e.config_.max_num_seqs, false);
-    for (const auto& [id, r] : e.requests_) {
-        for (const auto& seq : r->seqs) {
-            for (int32_t b : seq->block_table) ++refs[b];
-            bool running = seq->status == SequenceStatus::kRunning;
-            if (running != (seq->slot >= 0)) err << "seq " << seq->seq_id << " slot/status mismatch; ";
-            if (seq->slot >= 0) {
-                ++slots;
-                if (slot_used[seq->slot]) err << "slot " << seq->slot << " shared; ";
-                slot_used[seq->slot] = true;
-            }
-            if (!running && !seq->block_table.empty()) err << "seq " << seq->seq_id << " holds blocks idle; ";
-            if (running && int64_t(seq->block_table.size()) * e.config_.block_size < seq->num_computed)
-                err << "seq " << seq->seq_id << " computed past its blocks; ";
-        }
-    }
-    err << e.blocks_.check_invariants(refs, slots);
-    int64_t live_running = e.scheduler_.running().size();
-    if (live_running > e.scheduler_.max_running()) err << "running " << live_running << " over the cap; ";
-    const StepMetrics& m = e.metrics_;
-    if (m.num_prefill_tokens + m.num_decode_tokens > e.config_.max_num_batched_tokens)
-        err << "step used " << m.num_prefill_tokens + m.num_decode_tokens << " tokens over the budget; ";
-    if (m.batch_size > e.config_.max_num_seqs) err << "batch of " << m.batch_size << " over max_num_seqs; ";
-    return err.str();
 }
 
 } // namespace deepinfer::engine

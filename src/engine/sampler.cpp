@@ -12,10 +12,10 @@ namespace deepinfer::engine {
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-int32_t argmax(std::span<const float> v) { // ties: lowest id
+int32_t argmax(std::span<const float> v) { // ties: lowest id; NaN never wins
     int32_t best = 0;
     for (int32_t i = 1; i < static_cast<int32_t>(v.size()); ++i)
-        if (v[i] > v[best]) best = i;
+        if (v[i] > v[best] || (std::isnan(v[best]) && !std::isnan(v[i]))) best = i;
     return best;
 }
 
@@ -55,9 +55,10 @@ std::vector<std::pair<int32_t, double>> Sampler::final_distribution(std::span<co
     const double inv_t = 1.0 / std::max(p.temperature, 1e-5f);
     std::vector<std::pair<int32_t, double>> c; // (token, scaled logit), then probabilities
     c.reserve(vocab);
-    for (int32_t t = 0; t < vocab; ++t)
-        if (processed[t] != kNegInf) c.emplace_back(t, double(processed[t]) * inv_t);
-    DI_CHECK(!c.empty()) << "every token is masked";
+    for (int32_t t = 0; t < vocab; ++t) // NaN (a broken model) and -inf (masked) never win a draw
+        if (processed[t] != kNegInf && !std::isnan(processed[t]))
+            c.emplace_back(t, double(processed[t]) * inv_t);
+    if (c.empty()) return {{argmax(processed), 1.0}}; // everything masked (e.g. logit_bias -inf everywhere)
     if (p.top_k > 0 && p.top_k < static_cast<int32_t>(c.size())) {
         std::nth_element(c.begin(), c.begin() + (p.top_k - 1), c.end(), before);
         c.resize(p.top_k);

@@ -206,3 +206,68 @@ TEST(EngineFake, AbortFreesEverythingAndReportsAbort) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(EngineFake, StepMetricsDescribeTheStep) {
+    FakeModel model(kVocab);
+    EngineConfig c = small_pool(32, true);
+    c.max_num_seqs = 4;
+    auto engine = LLMEngine::create(&model, c);
+    ASSERT_TRUE(engine.ok());
+    auto reqs = mixed_workload(6, 20, 8, kVocab, 31);
+    for (auto& q : reqs) ASSERT_TRUE((*engine)->add_request(q).ok());
+    ASSERT_TRUE((*engine)->step().ok());
+    const StepMetrics& m = (*engine)->last_step_metrics();
+    EXPECT_EQ(m.step, 1);
+    EXPECT_EQ(m.num_decode_tokens, 0);
+    EXPECT_GT(m.num_prefill_tokens, 0);
+    EXPECT_LE(m.num_prefill_tokens, 32);
+    EXPECT_EQ(m.batch_size, m.num_running); // everything running was admitted this step
+    EXPECT_EQ(m.num_running + m.num_waiting, 6);
+    EXPECT_GT(m.kv_blocks_used, 0);
+    EXPECT_EQ(m.kv_blocks_total, 48);
+    EXPECT_GE(m.prefix_query_tokens, m.num_prefill_tokens); // admitted prompts were looked up
+    int64_t decode_seen = 0;
+    while ((*engine)->has_work()) {
+        ASSERT_TRUE((*engine)->step().ok());
+        decode_seen += (*engine)->last_step_metrics().num_decode_tokens;
+        EXPECT_LE((*engine)->last_step_metrics().batch_size, 4);
+    }
+    EXPECT_GT(decode_seen, 0);
+    EXPECT_EQ((*engine)->counters().requests_finished, 6);
+    EXPECT_EQ((*engine)->counters().decode_tokens, decode_seen);
+    EXPECT_EQ((*engine)->last_step_metrics().kv_blocks_used, 0);
+}
+
+} // namespace
+
+namespace {
+
+TEST(EngineFake, ModelFailureAbortsTheStepsRequestsWithTheError) {
+    FakeModel model(kVocab);
+    auto engine = LLMEngine::create(&model, small_pool(64, true));
+    ASSERT_TRUE(engine.ok());
+    auto reqs = mixed_workload(4, 30, 10, kVocab, 8);
+    for (auto& q : reqs) ASSERT_TRUE((*engine)->add_request(q).ok());
+    model.fail_at_call = 2;
+    int failed = 0;
+    while ((*engine)->has_work()) {
+        auto outs = (*engine)->step();
+        ASSERT_TRUE(outs.ok());
+        EXPECT_EQ((*engine)->check_invariants(), "");
+        for (const auto& o : *outs)
+            if (o.finished && !o.status.ok()) {
+                ++failed;
+                EXPECT_NE(o.status.message().find("injected"), std::string::npos);
+                EXPECT_EQ(o.deltas.back().finish_reason, FinishReason::kAbort);
+            }
+    }
+    EXPECT_EQ(failed, 4); // all four were in the failing step
+    // The engine still serves new requests.
+    ASSERT_TRUE((*engine)->add_request(reqs[0]).ok());
+    RunResult r = run_engine(**engine, {});
+    EXPECT_TRUE(r.ok);
+}
+
+} // namespace

@@ -17,8 +17,10 @@ struct RunResult {
     std::map<std::string, std::vector<std::vector<int32_t>>> tokens; // id -> [n] output tokens
     std::map<std::string, std::vector<std::string>> finish;          // id -> [n] finish reasons
     std::map<std::string, RequestOutput> last;                       // id -> final output
+    std::map<std::string, std::vector<std::optional<TokenLogprob>>> prompt_logprobs;
     EngineCounters counters;
     int64_t max_batch = 0;
+    int64_t padding_tokens = 0;
     int64_t steps = 0;
     bool ok = true;
 };
@@ -46,6 +48,7 @@ inline RunResult run_engine(LLMEngine& engine, const std::vector<Request>& reque
             break;
         }
         r.max_batch = std::max<int64_t>(r.max_batch, engine.last_step_metrics().batch_size);
+        r.padding_tokens += engine.last_step_metrics().num_padding_tokens;
         for (const RequestOutput& o : *outs) {
             if (!o.status.ok()) {
                 ADD_FAILURE() << o.request_id << ": " << o.status.to_string();
@@ -62,6 +65,7 @@ inline RunResult run_engine(LLMEngine& engine, const std::vector<Request>& reque
                 if (d.finish_reason)
                     r.finish[o.request_id][d.index] = std::string(finish_reason_name(*d.finish_reason));
             }
+            if (o.prompt_logprobs) r.prompt_logprobs[o.request_id] = *o.prompt_logprobs;
             if (o.finished) r.last[o.request_id] = o;
         }
         if (++r.steps > max_steps) {

@@ -63,6 +63,7 @@ public:
 
     core::Status forward(const model::ForwardBatch& b, float* logits) override {
         ++forward_calls;
+        if (fail_at_call == forward_calls) return fail("injected failure");
         const int64_t bs = spec_.block_size;
         if (b.positions.size() != b.token_ids.size()) return fail("positions and tokens differ in length");
         std::set<int32_t> slots_seen;
@@ -148,6 +149,7 @@ public:
     }
 
     int64_t forward_calls = 0, real_rows = 0, padding_rows = 0, block_copies = 0, slot_copies = 0;
+    int64_t fail_at_call = -1; // forward() number that returns an error (tests of the error path)
     std::string last_error;
 
 private:

@@ -224,6 +224,19 @@ TEST(Sampler, LogprobsAreRawLogSoftmaxWithRanksAndTopN) {
     EXPECT_TRUE(r.logprob->top.empty());
 }
 
+TEST(Sampler, EverythingMaskedOrNanDoesNotCrash) {
+    std::vector<float> l = {1.0f, std::nanf(""), 0.5f};
+    SamplingParams p;
+    Sampler s;
+    for (int i = 0; i < 50; ++i) EXPECT_NE(s.sample(input(l, p, i)).token, 1);
+    p.temperature = 0.0f;
+    EXPECT_EQ(s.sample(input(l, p)).token, 0);
+    p.temperature = 1.0f;
+    p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY}};
+    int32_t t = s.sample(input(l, p)).token;
+    EXPECT_TRUE(t >= 0 && t < 3);
+}
+
 TEST(SamplingParams, ValidationNamesTheField) {
     SamplingParams p;
     EXPECT_TRUE(p.validate(100).ok());

@@ -1,0 +1,72 @@
+#pragma once
+// LLMEngine's internals, shared by engine.cpp (add_request / abort / step / create) and
+// engine_invariants.cpp (the test-facing consistency check). Internal to the engine.
+
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/engine.h"
+#include "engine/request_state.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+
+namespace deepinfer::engine {
+
+class LLMEngine::Impl {
+public:
+    Impl(model::CausalLm* model, const EngineConfig& config, int32_t vocab)
+        : model_(model), config_(config), vocab_(vocab),
+          blocks_(static_cast<int32_t>(config.num_kv_blocks), config.block_size, config.max_num_seqs,
+                  config.enable_prefix_caching),
+          scheduler_({config.max_num_seqs, config.max_num_batched_tokens,
+                      std::max<int32_t>(1, static_cast<int32_t>(config.num_kv_blocks / 100))},
+                     &blocks_) {
+        metrics_.kv_blocks_total = config.num_kv_blocks;
+    }
+
+    core::Status add_request(Request request);
+    bool abort(const std::string& id);
+    core::Result<std::vector<RequestOutput>> step();
+    bool has_work() const {
+        return !scheduler_.running().empty() || !scheduler_.waiting().empty() || !changed_.empty();
+    }
+
+    model::CausalLm* model_;
+    EngineConfig config_;
+    int32_t vocab_;
+    BlockManager blocks_;
+    Scheduler scheduler_;
+    Sampler sampler_;
+    std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
+    std::vector<RequestState*> changed_; // requests with something to report
+    uint64_t next_request_number_ = 0;
+    int64_t next_seq_id_ = 0;
+    StepMetrics metrics_;
+    EngineCounters counters_;
+    std::vector<float> logits_;
+
+private:
+    void mark_changed(RequestState* r) {
+        if (!r->changed) changed_.push_back(r);
+        r->changed = true;
+    }
+    void finish(Sequence* seq, FinishReason reason, std::optional<int32_t> stop_token = std::nullopt) {
+        seq->finish_reason = reason;
+        seq->stop_token_id = stop_token;
+        seq->status = SequenceStatus::kFinished;
+        scheduler_.remove(seq);
+        ++metrics_.num_finished;
+        mark_changed(seq->request);
+    }
+    // Appends a sampled token and applies the stop rules.
+    void append_token(Sequence* seq, const SampleResult& s);
+    void sample_row(Sequence* seq, std::span<const float> row, int64_t position);
+    void start_children(RequestState* r, std::span<const float> row, int64_t position);
+    std::vector<RequestOutput> collect_outputs();
+};
+
+} // namespace deepinfer::engine
