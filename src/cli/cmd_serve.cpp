@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <pthread.h>
+#include <set>
 #include <thread>
 
 #include "cli/args.h"
@@ -13,6 +14,7 @@
 #include "server/fake_backend.h"
 #include "server/http_server.h"
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+#include "cli/engine_flags.h"
 #include "server/engine_backend.h"
 #endif
 
@@ -34,38 +36,35 @@ GET /health, GET /metrics.
   --http-threads N          connections served at once (default 512)
   --max-n N                 largest n accepted (default 16)
   --tokenizer PATH          tokenizer.json (default: MODEL/tokenizer.json, else the DeepSeek V4 one in data/)
-  --max-num-seqs N          sequences running at once (default 64)
-  --max-num-batched-tokens N  tokens per engine step (default 2048)
-  --num-kv-blocks N         KV blocks (default: every sequence can reach min(max-model-len, 16384))
-  --kv-cache-memory BYTES   size the KV pool from a memory budget instead
-  --block-size N            positions per KV block (default 256)
-  --max-model-len N         context length (default: the model's)
-  --no-prefix-caching       disable prefix caching
   --backend engine|fake     fake: a deterministic stand-in engine, for tests (default engine)
   --fake-step-us N          fake backend: microseconds per engine step (default 1000)
   --fake-context N          fake backend: context length (default 4096)
   --enable-test-hooks       honour deepinfer_test.forced_output in requests (tests only)
   --log-level LEVEL         debug, info, warn, error (default info)
+
+engine (with --backend engine; the KV pool defaults to every sequence reaching min(max-model-len, 16384)):
 )";
 
 int run_serve(const std::vector<std::string>& argv) {
-    auto args = Args::parse(argv, {"model",         "host",
-                                   "port",          "port-file",
-                                   "api-key",       "served-model-name",
-                                   "max-inflight",  "http-threads",
-                                   "max-n",         "backend",
-                                   "fake-step-us",  "fake-context",
-                                   "log-level",     "tokenizer",
-                                   "max-num-seqs",  "max-num-batched-tokens",
-                                   "num-kv-blocks", "kv-cache-memory",
-                                   "block-size",    "max-model-len"},
-                            {"help", "enable-test-hooks", "no-prefix-caching"});
+    std::set<std::string> value_flags = {
+        "model",        "host",         "port",  "port-file", "api-key",      "served-model-name",
+        "max-inflight", "http-threads", "max-n", "backend",   "fake-step-us", "fake-context",
+        "log-level",    "tokenizer"};
+    std::set<std::string> bool_flags = {"help", "enable-test-hooks"};
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+    value_flags.merge(engine_value_flags());
+    bool_flags.merge(engine_bool_flags());
+#endif
+    auto args = Args::parse(argv, value_flags, bool_flags);
     if (!args.ok()) {
         std::fprintf(stderr, "deepinfer serve: %s\n\n%s", args.status().message().c_str(), kUsage);
         return 2;
     }
     if (args->has("help")) {
         std::printf("%s", kUsage);
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+        std::printf("%s", engine_flags_help());
+#endif
         return 0;
     }
     std::string level = args->get_or("log-level", "info");
@@ -123,27 +122,12 @@ int run_serve(const std::vector<std::string>& argv) {
         eo.tokenizer_path = args->get_or("tokenizer", "");
         eo.default_tokenizer =
             std::string(DEEPINFER_SOURCE_DIR) + "/data/tokenizer/deepseek-v4/tokenizer.json";
-        eo.engine.enable_prefix_caching = !args->has("no-prefix-caching");
-        for (auto [flag, field] : {std::pair{"max-num-seqs", &eo.engine.max_num_seqs},
-                                   std::pair{"max-num-batched-tokens", &eo.engine.max_num_batched_tokens},
-                                   std::pair{"block-size", &eo.engine.block_size}}) {
-            auto v = args->get_int(flag, *field);
-            if (!v.ok() || *v <= 0 || *v > (1 << 30)) {
-                std::fprintf(stderr, "deepinfer serve: --%s must be a positive integer\n", flag);
-                return 2;
-            }
-            *field = static_cast<int32_t>(*v);
+        auto engine_config = engine_config_from_args(*args);
+        if (!engine_config.ok()) {
+            std::fprintf(stderr, "deepinfer serve: %s\n", engine_config.status().message().c_str());
+            return 2;
         }
-        for (auto [flag, field] : {std::pair{"num-kv-blocks", &eo.engine.num_kv_blocks},
-                                   std::pair{"kv-cache-memory", &eo.engine.kv_cache_memory_bytes},
-                                   std::pair{"max-model-len", &eo.engine.max_model_len}}) {
-            auto v = args->get_int(flag, *field);
-            if (!v.ok() || *v < 0) {
-                std::fprintf(stderr, "deepinfer serve: --%s must be a non-negative integer\n", flag);
-                return 2;
-            }
-            *field = *v;
-        }
+        eo.engine = *engine_config;
         auto made = server::make_engine_backend(eo);
         if (!made.ok()) {
             std::fprintf(stderr, "deepinfer serve: %s\n", made.status().to_string().c_str());
