@@ -2,6 +2,7 @@
 not, n > 1, logprobs, stop strings, seeds, tool calls, reasoning, and every class of bad input."""
 
 import json
+import socket
 import threading
 import time
 import unittest
@@ -269,6 +270,34 @@ class Api(unittest.TestCase):
         r = requests.get(self.server.url("/v1/nothing"), timeout=10)
         self.assertEqual(r.status_code, 404)
         self.assertIn("error", r.json())
+
+
+class Disconnect(unittest.TestCase):
+    def test_client_disconnect_aborts_and_frees_kv(self):
+        with Server(fake_step_us=20000) as s:
+            body = {"model": s.model, "prompt": "x", "max_tokens": min(900, s.context - 16), "stream": True,
+                    "logit_bias": {"1": -100}}
+            before = s.metrics().get('deepinfer_requests_total{endpoint="/v1/completions",status="499"}', 0)
+            data = json.dumps(body).encode()
+            sock = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+            received = b""
+            while received.count(b"data: {") < 3:  # a few chunks: it is generating
+                received += sock.recv(4096)
+            self.assertEqual(s.metrics()["deepinfer_num_requests_running"], 1)
+            sock.close()  # the client goes away mid-stream
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                m = s.metrics()
+                if m["deepinfer_http_requests_in_flight"] == 0 and m["deepinfer_num_requests_running"] == 0:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(m["deepinfer_http_requests_in_flight"], 0)
+            self.assertEqual(m["deepinfer_num_requests_running"], 0)
+            self.assertEqual(m["deepinfer_kv_cache_usage_ratio"], 0)
+            self.assertEqual(m['deepinfer_requests_total{endpoint="/v1/completions",status="499"}'], before + 1)
+            self.assertLess(m["deepinfer_generation_tokens_total"], body["max_tokens"])  # stopped early
 
 
 class Auth(unittest.TestCase):
