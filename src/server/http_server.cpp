@@ -2,10 +2,7 @@
 
 #include <chrono>
 #include <csignal>
-#include <filesystem>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include "core/logging.h"
 #include "server/json_fields.h"
@@ -119,32 +116,6 @@ void install_routes(HttpServer::State& s) {
 
 } // namespace
 
-namespace {
-
-// httplib stops accepting on stop() but waits for open connections: an idle keep-alive connection holds
-// its thread for the keep-alive timeout, a stream until it ends. Shutting down (not closing) the sockets
-// connected to our port ends both at once, so the pool's threads can be joined.
-void shutdown_client_connections(int port) {
-    if (port <= 0) return;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-        int fd = std::atoi(entry.path().filename().c_str());
-        struct stat st;
-        if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-        sockaddr_storage local{}, peer{};
-        socklen_t len = sizeof local, plen = sizeof peer;
-        if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) continue;
-        if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue; // listening socket
-        int local_port = local.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port)
-                         : local.ss_family == AF_INET6
-                             ? ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port)
-                             : -1;
-        if (local_port == port) ::shutdown(fd, SHUT_RDWR);
-    }
-}
-
-} // namespace
-
 HttpServer::HttpServer(Backend& backend, ServerConfig config)
     : state_(std::make_unique<State>(backend, std::move(config))) {
     // A client that closes its socket mid-write must not kill the process.
@@ -184,8 +155,10 @@ core::Status HttpServer::serve() {
 }
 
 void HttpServer::stop() {
+    // httplib stops accepting, ends streams at their next chunk (the provider loop checks for shutdown) and
+    // joins its threads; an idle keep-alive connection holds its thread up to the keep-alive timeout (5 s).
+    // Shutting such sockets down from here would race with httplib closing them (TSan), so we wait.
     if (state_->http.is_running()) state_->http.stop();
-    shutdown_client_connections(state_->port);
 }
 
 } // namespace deepinfer::server
