@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # The README's test command: installs what it needs, builds, and runs the test set CI runs.
-#   scripts/test.sh            release build: every test except those labelled slow;
-#                              then the ASan+UBSan build of the same tests.
-#   DEEPINFER_TEST_SANITIZERS=0 scripts/test.sh   skips the sanitizer pass (quicker local loop).
+#   1. release build: every test (`slow` ones included: they are the whole-workload acceptance runs);
+#   2. ASan+UBSan build: every test except `slow` and the format check;
+#   3. TSan build: the engine's (and server's) unit tests.
+# DEEPINFER_TEST_SANITIZERS=0 skips passes 2 and 3 (a quicker local loop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 status=0
 scripts/build.sh release
-ctest --preset release -LE slow -j 2 || status=1
+ctest --preset release -j 2 || status=1
 
 if [ "${DEEPINFER_TEST_SANITIZERS:-1}" = "1" ]; then
   scripts/build.sh asan
-  # The sanitizer pass skips the formatting check (already run) and slow tests.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --preset asan -LE 'slow|format' -j 2 || status=1
+
+  tsan_tests=(engine_test engine_tiny_v4)
+  [ -f tests/server/CMakeLists.txt ] && tsan_tests+=(server_test)
+  [ -f build/tsan/build.ninja ] || cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "${DEEPINFER_BUILD_JOBS:-$(nproc)}" -t "${tsan_tests[@]}"
+  regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --preset tsan -R "$regex" -j 2 || status=1
 fi
+[ $status -eq 0 ] && echo "deepinfer: all test passes succeeded" || echo "deepinfer: SOME TESTS FAILED"
 exit $status

@@ -1,23 +1,41 @@
-// `deepinfer generate`: greedy decoding of one prompt given as token ids, straight on the model (a trivial
-// block table and one slot), printing the generated ids. --dump-probes writes every layer's hidden
-// streams, router choices and indexer top-k for the whole run, to find the first stage that diverges.
+// `deepinfer generate`, two modes:
+//  * one prompt (--prompt-ids 1,2,3 or --prompt TEXT with a tokenizer): greedy decoding straight on the
+//    model (a trivial block table and one slot), printing the generated ids (and text). --dump-probes writes
+//    every layer's hidden streams, router choices and indexer top-k, to find the first stage that diverges.
+//  * many prompts (--input-jsonl FILE): through the serving engine (continuous batching, paged KV, the full
+//    sampler), JSONL out, progress bar on stderr (engine/offline.h documents the line format).
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "engine/offline.h"
 #include "model/deepseek_v4/model.h"
 #include "model/sequence_runner.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: deepinfer generate --model DIR --prompt-ids 1,2,3 --max-tokens N [--chunk-size C]\n"
-    "                          [--block-size B] [--dump-probes FILE.safetensors]\n"
-    "Greedy decoding; prints the generated token ids, comma-separated, on one line.\n";
+    "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT) [--max-tokens N]\n"
+    "                          [--chunk-size C] [--block-size B] [--dump-probes FILE.safetensors]\n"
+    "                          [--tokenizer FILE]\n"
+    "       deepinfer generate --model DIR --input-jsonl FILE|- [--output-jsonl FILE|-] [--no-progress]\n"
+    "                          [--max-tokens N] [--tokenizer FILE] [engine flags]\n"
+    "One prompt: greedy decoding; prints the generated token ids, comma-separated, on one line (and the\n"
+    "text when the prompt was text). Many prompts: one JSON object per input line, e.g.\n"
+    "{\"prompt_ids\": [1, 2], \"max_tokens\": 8, \"temperature\": 0.7, \"seed\": 1} or {\"prompt\": "
+    "\"text\"}.\n"
+    "The tokenizer defaults to DIR/tokenizer.json when present.\nEngine flags:\n";
 
 core::Result<std::vector<int32_t>> parse_ids(const std::string& s) {
     std::vector<int32_t> ids;
@@ -40,24 +58,106 @@ int fail(const core::Status& s) {
     return 1;
 }
 
+// --tokenizer FILE, else MODEL/tokenizer.json when it exists; nullopt when neither.
+core::Result<std::optional<tokenizer::Tokenizer>> load_tokenizer(const Args& args) {
+    std::string path = args.get_or("tokenizer", "");
+    if (path.empty()) {
+        std::filesystem::path p = std::filesystem::path(*args.get("model")) / "tokenizer.json";
+        std::error_code ec;
+        if (!std::filesystem::exists(p, ec)) return std::optional<tokenizer::Tokenizer>();
+        path = p.string();
+    }
+    DI_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_file(path));
+    return std::optional<tokenizer::Tokenizer>(std::move(tok));
+}
+
+// Many prompts through the engine: JSONL in, JSONL out.
+int run_jsonl(const Args& args, model::deepseek_v4::DeepseekV4Model& m,
+              const std::optional<tokenizer::Tokenizer>& tok) {
+    auto config = engine_config_from_args(args);
+    if (!config.ok()) return fail(config.status());
+    if (config->num_kv_blocks == 0 && config->kv_cache_memory_bytes == 0)
+        config->kv_cache_memory_bytes = 1ll << 30; // 1 GiB default for offline runs
+    auto engine = engine::LLMEngine::create(&m, *config);
+    if (!engine.ok()) return fail(engine.status());
+
+    engine::OfflineOptions options;
+    options.progress = !args.has("no-progress");
+    auto max_tokens = args.get_int("max-tokens", 16);
+    if (!max_tokens.ok()) return fail(max_tokens.status());
+    options.defaults.max_tokens = static_cast<int32_t>(*max_tokens);
+    if (tok) {
+        options.tokenize = [&tok](const std::string& text) -> core::Result<std::vector<int32_t>> {
+            return tok->encode(text, /*add_special_tokens=*/true);
+        };
+        options.detokenize = [&tok](const std::vector<int32_t>& ids) { return tok->decode(ids); };
+    }
+
+    const std::string in_path = *args.get("input-jsonl"), out_path = args.get_or("output-jsonl", "-");
+    std::ifstream in_file;
+    std::ofstream out_file;
+    if (in_path != "-") {
+        in_file.open(in_path);
+        if (!in_file) return fail(core::not_found(in_path + ": cannot open --input-jsonl"));
+    }
+    if (out_path != "-") {
+        out_file.open(out_path);
+        if (!out_file) return fail(core::io_error(out_path + ": cannot open --output-jsonl for writing"));
+    }
+    std::istream& in = in_path == "-" ? std::cin : in_file;
+    std::ostream& out = out_path == "-" ? std::cout : out_file;
+    auto summary = engine::run_offline_jsonl(**engine, in, out, options);
+    if (!summary.ok()) return fail(summary.status());
+    std::fprintf(stderr,
+                 "deepinfer generate: %lld requests (%lld rejected), %lld prompt + %lld generated tokens "
+                 "in %.2f s\n",
+                 static_cast<long long>(summary->num_requests), static_cast<long long>(summary->num_errors),
+                 static_cast<long long>(summary->prompt_tokens),
+                 static_cast<long long>(summary->output_tokens), summary->seconds);
+    return summary->num_errors == 0 ? 0 : 1;
+}
+
 int run_generate(const std::vector<std::string>& argv) {
     using model::deepseek_v4::DeepseekV4Model;
-    auto args = Args::parse(
-        argv, {"model", "prompt-ids", "max-tokens", "chunk-size", "block-size", "dump-probes"}, {"help"});
+    std::set<std::string> value_flags = engine_value_flags();
+    value_flags.insert({"model", "prompt-ids", "prompt", "max-tokens", "chunk-size", "dump-probes",
+                        "tokenizer", "input-jsonl", "output-jsonl"});
+    std::set<std::string> bool_flags = engine_bool_flags();
+    bool_flags.insert({"help", "no-progress"});
+    auto args = Args::parse(argv, value_flags, bool_flags);
     if (!args.ok()) {
-        std::fprintf(stderr, "deepinfer generate: %s\n%s", args.status().message().c_str(), kUsage);
+        std::fprintf(stderr, "deepinfer generate: %s\n%s%s", args.status().message().c_str(), kUsage,
+                     engine_flags_help());
         return 2;
     }
     if (args->has("help")) {
-        std::printf("%s", kUsage);
+        std::printf("%s%s", kUsage, engine_flags_help());
         return 0;
     }
-    if (!args->get("model") || !args->get("prompt-ids")) {
-        std::fprintf(stderr, "deepinfer generate: --model and --prompt-ids are required\n%s", kUsage);
+    const int inputs = args->has("prompt-ids") + args->has("prompt") + args->has("input-jsonl");
+    if (!args->get("model") || inputs != 1) {
+        std::fprintf(
+            stderr,
+            "deepinfer generate: --model and exactly one of --prompt-ids, --prompt, --input-jsonl are "
+            "required\n%s",
+            kUsage);
         return 2;
     }
-    auto ids = parse_ids(*args->get("prompt-ids"));
+    auto tok = load_tokenizer(*args);
+    if (!tok.ok()) return fail(tok.status());
+    if (args->has("prompt") && !*tok)
+        return fail(core::invalid_argument("--prompt needs a tokenizer: pass --tokenizer FILE or put "
+                                           "tokenizer.json in the model directory"));
+    if (args->has("input-jsonl")) {
+        auto lm = DeepseekV4Model::load(*args->get("model"));
+        if (!lm.ok()) return fail(lm.status());
+        return run_jsonl(*args, **lm, *tok);
+    }
+    core::Result<std::vector<int32_t>> ids =
+        args->has("prompt") ? core::Result<std::vector<int32_t>>((*tok)->encode(*args->get("prompt"), true))
+                            : parse_ids(*args->get("prompt-ids"));
     if (!ids.ok()) return fail(ids.status());
+    if (ids->empty()) return fail(core::invalid_argument("--prompt: the prompt encodes to no tokens"));
     auto max_tokens = args->get_int("max-tokens", 16);
     auto chunk = args->get_int("chunk-size", 0);
     auto block_size = args->get_int("block-size", 256);
@@ -106,6 +206,7 @@ int run_generate(const std::vector<std::string>& argv) {
     }
     for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? "," : "", out[i]);
     std::printf("\n");
+    if (args->has("prompt")) std::printf("%s\n", (*tok)->decode(out).c_str());
     if (dump) {
         const auto& cfg = m.config();
         if (core::Status s = log.write_safetensors(*dump, cfg.hc_mult, cfg.hidden_size,
@@ -118,7 +219,8 @@ int run_generate(const std::vector<std::string>& argv) {
 
 } // namespace
 
-DI_REGISTER_COMMAND("generate", "greedy generation from token ids on the CPU model (debugging, probes)",
+DI_REGISTER_COMMAND("generate",
+                    "offline generation: one prompt (ids or text, greedy, probes) or JSONL batches",
                     run_generate);
 
 } // namespace deepinfer::cli

@@ -1,4 +1,5 @@
 #include "tokenizer/dsml_parser.h"
+#include "tokenizer/json_text.h"
 
 #include <array>
 #include <cstdio>
@@ -48,39 +49,7 @@ Starts starts_with(std::string_view s, const Spellings& m, std::size_t* len) {
 
 std::string json_escape(std::string_view s) {
     std::string out;
-    for (unsigned char c : s) {
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\r':
-            out += "\\r";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        case '\b':
-            out += "\\b";
-            break;
-        case '\f':
-            out += "\\f";
-            break;
-        default:
-            if (c < 0x20) {
-                char buf[8];
-                std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-                out += buf;
-            } else {
-                out.push_back(static_cast<char>(c));
-            }
-        }
-    }
+    json_escape_append(s, out);
     return out;
 }
 

@@ -7,10 +7,7 @@
 
 namespace deepinfer::tokenizer {
 
-namespace {
-
-void dump_string(const std::string& s, std::string& out) {
-    out.push_back('"');
+void json_escape_append(std::string_view s, std::string& out) {
     for (unsigned char c : s) {
         switch (c) {
         case '"':
@@ -44,6 +41,13 @@ void dump_string(const std::string& s, std::string& out) {
             }
         }
     }
+}
+
+namespace {
+
+void dump_string(const std::string& s, std::string& out) {
+    out.push_back('"');
+    json_escape_append(s, out);
     out.push_back('"');
 }
 

@@ -1,0 +1,149 @@
+#include "cli/bench_machine.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace deepinfer::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+volatile float g_sink = 0.0f; // keeps the measured loops observable
+
+__attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    alignas(32) float t[8];
+    _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+float sum_scalar(const float* p, size_t n) {
+    float s = 0.0f;
+    for (size_t i = 0; i < n; ++i) s += p[i];
+    return s;
+}
+
+// 12 independent accumulator chains hide the FMA latency; returns flops done.
+__attribute__((target("avx512f"))) double fma_avx512(int64_t iters, float* sink) {
+    __m512 acc[12];
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(1.0f + 0.01f * k);
+    const __m512 m = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; ++i)
+        for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], m, b);
+    __m512 s = acc[0];
+    for (int k = 1; k < 12; ++k) s = _mm512_add_ps(s, acc[k]);
+    *sink += _mm512_reduce_add_ps(s);
+    return static_cast<double>(iters) * 12 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) double fma_avx2(int64_t iters, float* sink) {
+    __m256 acc[12];
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(1.0f + 0.01f * k);
+    const __m256 m = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iters; ++i)
+        for (int k = 0; k < 12; ++k) acc[k] = _mm256_fmadd_ps(acc[k], m, b);
+    alignas(32) float t[8];
+    __m256 s = acc[0];
+    for (int k = 1; k < 12; ++k) s = _mm256_add_ps(s, acc[k]);
+    _mm256_store_ps(t, s);
+    *sink += t[0] + t[7];
+    return static_cast<double>(iters) * 12 * 8 * 2;
+}
+
+double fma_scalar(int64_t iters, float* sink) {
+    float acc[12];
+    for (int k = 0; k < 12; ++k) acc[k] = 1.0f + 0.01f * k;
+    for (int64_t i = 0; i < iters; ++i)
+        for (int k = 0; k < 12; ++k) acc[k] = acc[k] * 0.999999f + 1e-7f;
+    for (int k = 0; k < 12; ++k) *sink += acc[k];
+    return static_cast<double>(iters) * 12 * 2;
+}
+
+// Runs fn(thread_index) on `threads` threads started together; returns wall seconds.
+template <typename Fn> double run_threads(int threads, Fn fn) {
+    std::vector<std::thread> ts;
+    const auto t0 = Clock::now();
+    for (int i = 1; i < threads; ++i) ts.emplace_back(fn, i);
+    fn(0);
+    for (auto& t : ts) t.join();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+} // namespace
+
+MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes) {
+    MachineLimits out;
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    out.isa = avx512 ? "avx512" : avx2 ? "avx2" : "scalar";
+    threads = std::max(threads, 1);
+    passes = std::max(passes, 1);
+
+    const size_t n =
+        std::max<size_t>(buffer_bytes / sizeof(float), 64 * threads) / (64 * threads) * 64 * threads;
+    out.buffer_bytes = n * sizeof(float);
+    std::unique_ptr<float, void (*)(void*)> buf(
+        static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), &std::free);
+    const size_t per = n / threads;
+    std::vector<float> sinks(threads * 16, 0.0f); // one cache line per thread
+    run_threads(threads, [&](int t) {             // first touch by the thread that reads it
+        float* p = buf.get() + t * per;
+        for (size_t i = 0; i < per; ++i) p[i] = static_cast<float>(i & 1023) * 1e-3f;
+    });
+    std::vector<double> bw;
+    for (int pass = 0; pass < passes + 1; ++pass) {
+        const double s = run_threads(threads, [&](int t) {
+            const float* p = buf.get() + t * per;
+            sinks[t * 16] += avx512 ? sum_avx512(p, per) : avx2 ? sum_avx2(p, per) : sum_scalar(p, per);
+        });
+        if (pass > 0) bw.push_back(static_cast<double>(n * sizeof(float)) / s / 1e9);
+    }
+    out.read_gb_s = median(bw);
+
+    const int64_t iters = avx512 || avx2 ? 20'000'000 : 5'000'000;
+    std::vector<double> rate;
+    for (int pass = 0; pass < passes + 1; ++pass) {
+        std::vector<double> flops(threads);
+        const double s = run_threads(threads, [&](int t) {
+            flops[t] = avx512 ? fma_avx512(iters, &sinks[t * 16])
+                       : avx2 ? fma_avx2(iters, &sinks[t * 16])
+                              : fma_scalar(iters, &sinks[t * 16]);
+        });
+        double total = 0.0;
+        for (double f : flops) total += f;
+        if (pass > 0) rate.push_back(total / s / 1e9);
+    }
+    out.fma_gflop_s = median(rate);
+    for (float v : sinks) g_sink = g_sink + v;
+    return out;
+}
+
+} // namespace deepinfer::cli

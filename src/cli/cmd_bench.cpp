@@ -1,0 +1,279 @@
+// `deepinfer bench`: prefill and decode throughput of a model (B sequences decoding together in one
+// ForwardBatch), next to this machine's limits measured in the same run: read bandwidth (decode ceiling =
+// bandwidth / weight bytes a step reads) and FP32 FMA rate (prefill ceiling = rate / flops per token).
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/bench_machine.h"
+#include "cli/command.h"
+#include "core/thread_pool.h"
+#include "model/deepseek_v4/model.h"
+#include "model/sequence_runner.h"
+#include "weights/safetensors_writer.h"
+
+namespace deepinfer::cli {
+namespace {
+
+using model::deepseek_v4::DeepseekV4Model;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kUsage =
+    "usage: deepinfer bench --model DIR [--prompt-len P] [--gen N] [--batch B] [--threads T] [--repeats R]\n"
+    "                       [--bw-mb M] [--json] [--logits-out FILE.safetensors]\n"
+    "Prefill (B prompts of P tokens in one batch) and decode (N steps of B tokens) throughput, median of R\n"
+    "repeats after a warm-up, against the read bandwidth and FMA rate measured in the same run. Prompt "
+    "token\n"
+    "i of sequence b is 2 + ((i + 1000 b) * 7919 + 13) mod (vocab - 2). --logits-out writes sequence 0's\n"
+    "prefill logits [P, vocab] (and its ids) for comparison with another engine.\n";
+
+int fail(const core::Status& s) {
+    std::fprintf(stderr, "deepinfer bench: %s\n", s.to_string().c_str());
+    return 1;
+}
+
+int32_t prompt_token(int64_t b, int64_t i, int64_t vocab) {
+    return static_cast<int32_t>(2 + ((i + 1000 * b) * 7919 + 13) % (vocab - 2));
+}
+
+// Weight bytes and multiply-adds one decode token touches: everything dense (mHC, attention, compressors,
+// indexer, router, shared expert, head, one embedding row) plus K routed experts per layer.
+struct TokenCost {
+    double dense_bytes = 0, expert_bytes = 0; // expert_bytes: all layers, one routed expert each
+    double dense_macs = 0, expert_macs = 0;
+};
+
+TokenCost token_cost(const model::deepseek_v4::ModelWeights& w) {
+    TokenCost c;
+    auto add = [&](const core::Weight& x) {
+        c.dense_bytes += static_cast<double>(x.stored_bytes());
+        c.dense_macs += static_cast<double>(x.rows) * x.cols;
+    };
+    auto add_comp = [&](const model::deepseek_v4::CompressorWeights& x) {
+        add(x.wkv);
+        add(x.wgate);
+    };
+    for (const auto& l : w.layers) {
+        add(l.hc_attn.fn);
+        add(l.hc_ffn.fn);
+        const auto& a = l.attn;
+        for (const core::Weight* x : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b}) add(*x);
+        if (a.has_compressor) add_comp(a.compressor);
+        if (a.has_indexer) {
+            add(a.indexer.wq_b);
+            add(a.indexer.weights_proj);
+            add_comp(a.indexer.compressor);
+        }
+        add(l.ffn.gate);
+        if (l.ffn.has_shared)
+            for (const core::Weight* x : {&l.ffn.shared.w1, &l.ffn.shared.w2, &l.ffn.shared.w3}) add(*x);
+        const auto& e = l.ffn.experts.front();
+        for (const core::Weight* x : {&e.w1, &e.w2, &e.w3}) {
+            c.expert_bytes += static_cast<double>(x->stored_bytes());
+            c.expert_macs += static_cast<double>(x->rows) * x->cols;
+        }
+    }
+    add(w.hc_head_fn);
+    add(w.head);
+    c.dense_bytes += static_cast<double>(w.embed.stored_bytes()) / w.embed.rows;
+    return c;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct Cycle {
+    double prefill_s = 0, decode_s = 0;
+};
+
+// B prompts of P tokens in one batch, then `gen` decode steps of B tokens; every sequence restarts at 0.
+core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t gen, int64_t blocks_per_seq) {
+    const int64_t V = m.vocab_size();
+    model::ForwardBatch pb;
+    for (int64_t b = 0; b < B; ++b) {
+        model::SequenceChunk ch;
+        ch.seq_id = b;
+        ch.slot = static_cast<int32_t>(b);
+        ch.num_tokens = static_cast<int32_t>(P);
+        ch.token_offset = static_cast<int32_t>(b * P);
+        ch.reset_slot = true;
+        for (int64_t k = 0; k < blocks_per_seq; ++k)
+            ch.block_table.push_back(static_cast<int32_t>(b * blocks_per_seq + k));
+        for (int64_t i = 0; i < P; ++i) {
+            pb.token_ids.push_back(prompt_token(b, i, V));
+            pb.positions.push_back(i);
+        }
+        pb.logits_rows.push_back(static_cast<int32_t>(b * P + P - 1));
+        pb.chunks.push_back(ch);
+    }
+    std::vector<float> logits(B * V);
+    Cycle out;
+    auto t0 = Clock::now();
+    DI_RETURN_IF_ERROR(m.forward(pb, logits.data()));
+    out.prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+    model::ForwardBatch db;
+    db.chunks = pb.chunks;
+    db.token_ids.resize(B);
+    db.positions.resize(B);
+    for (int64_t b = 0; b < B; ++b) {
+        db.chunks[b].num_tokens = 1;
+        db.chunks[b].token_offset = static_cast<int32_t>(b);
+        db.chunks[b].reset_slot = false;
+        db.logits_rows.push_back(static_cast<int32_t>(b));
+    }
+    t0 = Clock::now();
+    for (int64_t s = 0; s < gen; ++s) {
+        for (int64_t b = 0; b < B; ++b) {
+            db.token_ids[b] = model::argmax(logits.data() + b * V, V);
+            db.positions[b] = P + s;
+            db.chunks[b].start_pos = P + s;
+        }
+        DI_RETURN_IF_ERROR(m.forward(db, logits.data()));
+    }
+    out.decode_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    return out;
+}
+
+// Sequence 0's prefill logits [P, V], its ids, and gen_len greedy tokens (for a peer engine to reproduce).
+core::Status write_logits(DeepseekV4Model& m, int64_t P, int64_t gen_len, int64_t block_size,
+                          const std::string& path) {
+    const int64_t V = m.vocab_size(), nb = (P + gen_len + block_size - 1) / block_size;
+    std::vector<int32_t> ids, blocks;
+    for (int64_t i = 0; i < P; ++i) ids.push_back(prompt_token(0, i, V));
+    for (int64_t k = 0; k < nb; ++k) blocks.push_back(static_cast<int32_t>(k));
+    model::SequenceRunner runner(&m, 0, blocks);
+    std::vector<float> logits;
+    DI_RETURN_IF_ERROR(runner.feed(ids, 0, true, &logits));
+    weights::SafetensorsWriter w;
+    w.add_i64("ids", core::Shape{P}, std::vector<int64_t>(ids.begin(), ids.end()));
+    w.add_f32("logits", core::Shape{P, V}, logits);
+    // A few greedy tokens through the KV cache, for the peer to reproduce.
+    std::vector<int64_t> gen;
+    std::vector<float> last(logits.end() - V, logits.end());
+    for (int64_t s = 0; s < gen_len; ++s) {
+        gen.push_back(model::argmax(last.data(), V));
+        if (s + 1 < gen_len)
+            DI_RETURN_IF_ERROR(runner.feed({static_cast<int32_t>(gen.back())}, 0, false, &last));
+    }
+    w.add_i64("gen_ids", core::Shape{gen_len}, gen);
+    return w.write(path);
+}
+
+int run_bench(const std::vector<std::string>& argv) {
+    auto args = Args::parse(
+        argv, {"model", "prompt-len", "gen", "batch", "threads", "repeats", "bw-mb", "logits-out"},
+        {"help", "json"});
+    if (!args.ok()) {
+        std::fprintf(stderr, "deepinfer bench: %s\n%s", args.status().message().c_str(), kUsage);
+        return 2;
+    }
+    if (args->has("help")) {
+        std::printf("%s", kUsage);
+        return 0;
+    }
+    if (!args->get("model")) {
+        std::fprintf(stderr, "deepinfer bench: --model is required\n%s", kUsage);
+        return 2;
+    }
+    long long P = 0, N = 0, B = 0, T = 0, R = 0, bw_mb = 0;
+    for (auto [flag, out, def] : {std::tuple{"prompt-len", &P, 64LL}, std::tuple{"gen", &N, 32LL},
+                                  std::tuple{"batch", &B, 1LL}, std::tuple{"threads", &T, 2LL},
+                                  std::tuple{"repeats", &R, 3LL}, std::tuple{"bw-mb", &bw_mb, 1024LL}}) {
+        auto v = args->get_int(flag, def);
+        if (!v.ok()) return fail(v.status());
+        if (*v <= 0) return fail(core::invalid_argument(std::string("--") + flag + " must be positive"));
+        *out = *v;
+    }
+    core::ThreadPool::set_default_threads(static_cast<int>(T));
+    auto lm = DeepseekV4Model::load(*args->get("model"));
+    if (!lm.ok()) return fail(lm.status());
+    DeepseekV4Model& m = **lm;
+    const auto& cfg = m.config();
+
+    int64_t unit = 1; // block size: a multiple of every compression ratio
+    for (int64_t r : cfg.compress_ratios)
+        if (r > 0) unit = std::lcm(unit, r);
+    const int64_t block_size = unit * std::max<int64_t>(1, (256 + unit - 1) / unit);
+    const int64_t blocks_per_seq = (P + N + block_size - 1) / block_size;
+    model::KvCacheSpec spec;
+    spec.block_size = block_size;
+    spec.num_blocks = B * blocks_per_seq;
+    spec.num_slots = static_cast<int32_t>(B);
+    if (core::Status s = m.init_kv_cache(spec); !s.ok()) return fail(s);
+    if (auto path = args->get("logits-out")) {
+        if (core::Status s = write_logits(m, P, std::min<long long>(N, 5), block_size, *path); !s.ok())
+            return fail(s);
+    }
+
+    // Warm-up (pages of every touched weight mapped in, allocator settled), then the measured repeats.
+    if (auto c = run_cycle(m, B, P, std::min<long long>(N, 4), blocks_per_seq); !c.ok())
+        return fail(c.status());
+    std::vector<double> prefill, decode;
+    for (long long r = 0; r < R; ++r) {
+        auto c = run_cycle(m, B, P, N, blocks_per_seq);
+        if (!c.ok()) return fail(c.status());
+        prefill.push_back(static_cast<double>(B * P) / c->prefill_s);
+        decode.push_back(static_cast<double>(B * N) / c->decode_s);
+    }
+    const double prefill_tps = median(prefill), decode_tps = median(decode);
+
+    const MachineLimits lim = measure_machine(static_cast<int>(T), static_cast<size_t>(bw_mb) << 20, 5);
+    const TokenCost tc = token_cost(m.weights());
+    const double E = static_cast<double>(cfg.n_routed_experts),
+                 K = static_cast<double>(cfg.num_experts_per_tok);
+    const double per_expert = tc.expert_bytes; // one expert in every layer
+    const double bytes_token = tc.dense_bytes + K * per_expert;
+    const double distinct = E * (1.0 - std::pow(1.0 - K / E, static_cast<double>(B))); // uniform routing
+    const double bytes_step = tc.dense_bytes + distinct * per_expert;
+    const double decode_ceiling = static_cast<double>(B) * lim.read_gb_s * 1e9 / bytes_step;
+    const double flops_token = 2.0 * (tc.dense_macs + K * tc.expert_macs);
+    const double prefill_ceiling = lim.fma_gflop_s * 1e9 / flops_token;
+
+    if (args->has("json")) {
+        std::printf(
+            "{\"model\": \"%s\", \"prompt_len\": %lld, \"gen\": %lld, \"batch\": %lld, \"threads\": %lld, "
+            "\"repeats\": %lld, \"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"read_gb_s\": %.3f, "
+            "\"fma_gflop_s\": %.2f, \"isa\": \"%s\", \"bytes_per_token\": %.0f, \"bytes_per_step\": %.0f, "
+            "\"decode_roofline_tok_s\": %.4f, \"decode_fraction_of_roofline\": %.4f, "
+            "\"flops_per_token\": %.0f, \"prefill_roofline_tok_s\": %.4f, "
+            "\"prefill_fraction_of_roofline\": %.4f}\n",
+            args->get("model")->c_str(), P, N, B, T, R, prefill_tps, decode_tps, lim.read_gb_s,
+            lim.fma_gflop_s, lim.isa.c_str(), bytes_token, bytes_step, decode_ceiling,
+            decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling);
+        return 0;
+    }
+    std::printf("model %s: %lld layers, hidden %lld, %lld experts top-%lld; resident weights %.1f MB\n",
+                args->get("model")->c_str(), static_cast<long long>(cfg.num_hidden_layers),
+                static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.n_routed_experts),
+                static_cast<long long>(cfg.num_experts_per_tok), m.weights().resident_weight_bytes() / 1e6);
+    std::printf("run: prompt %lld, gen %lld, batch %lld, threads %lld, median of %lld after a warm-up\n", P,
+                N, B, T, R);
+    std::printf("machine (%s, %lld threads): read %.1f GB/s over %.0f MiB, FP32 FMA %.1f GFLOP/s\n",
+                lim.isa.c_str(), T, lim.read_gb_s, lim.buffer_bytes / 1048576.0, lim.fma_gflop_s);
+    std::printf(
+        "decode weight bytes: %.1f MB per token (dense %.1f MB + %lld experts x %.1f MB), %.1f MB per "
+        "step of %lld\n",
+        bytes_token / 1e6, tc.dense_bytes / 1e6, static_cast<long long>(K), per_expert / 1e6,
+        bytes_step / 1e6, B);
+    std::printf("prefill: %.2f tok/s  (FMA roofline %.1f tok/s at %.2f GFLOP/token: %.1f%%)\n", prefill_tps,
+                prefill_ceiling, flops_token / 1e9, 100.0 * prefill_tps / prefill_ceiling);
+    std::printf("decode:  %.2f tok/s  (bandwidth roofline %.1f tok/s: %.1f%%)\n", decode_tps, decode_ceiling,
+                100.0 * decode_tps / decode_ceiling);
+    return 0;
+}
+
+} // namespace
+
+DI_REGISTER_COMMAND("bench", "prefill/decode throughput against the measured roofline", run_bench);
+
+} // namespace deepinfer::cli
