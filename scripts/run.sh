@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's main job: build deepinfer and run it on the tiny model the repo ships.
+# The README's main job: build deepinfer, inspect the tiny model the repo ships, then serve it over the
+# OpenAI API on a free loopback port, send one chat request, and stop the server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -23,3 +24,20 @@ fi
 echo
 echo "== deepinfer inspect $text_model"
 "$bin" inspect "$text_model"
+
+echo
+echo "== deepinfer serve --model $text_model"
+port_file="$(mktemp)"
+"$bin" serve --model "$text_model" --host 127.0.0.1 --port 0 --port-file "$port_file" --log-level warn &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$port_file"' EXIT
+for _ in $(seq 1 600); do
+  if [ -s "$port_file" ] && curl -sf "http://127.0.0.1:$(cat "$port_file")/health" >/dev/null; then break; fi
+  kill -0 "$pid" 2>/dev/null || { echo "the server exited" >&2; exit 1; }
+  sleep 0.1
+done
+url="http://127.0.0.1:$(cat "$port_file")/v1/chat/completions"
+body='{"model": "tiny-v4-text", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16, "temperature": 1.0, "seed": 1}'
+echo "POST $url"
+echo "$body"
+curl -sS --max-time 120 "$url" -H 'Content-Type: application/json' -d "$body" | python3 -m json.tool

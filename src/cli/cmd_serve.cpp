@@ -1,0 +1,174 @@
+// `deepinfer serve --model DIR`: the OpenAI-compatible HTTP server.
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <pthread.h>
+#include <set>
+#include <thread>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "core/logging.h"
+#include "server/fake_backend.h"
+#include "server/http_server.h"
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+#include "cli/engine_flags.h"
+#include "server/engine_backend.h"
+#endif
+
+namespace deepinfer::cli {
+namespace {
+
+const char* kUsage = R"(usage: deepinfer serve --model DIR [options]
+
+Serves the model over the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
+GET /health, GET /metrics.
+
+  --model DIR               model directory (config.json, tokenizer.json, *.safetensors)
+  --host ADDR               address to listen on (default 127.0.0.1)
+  --port N                  port (default 8000; 0 picks a free one)
+  --port-file PATH          write the bound port here once listening (useful with --port 0)
+  --api-key KEY             require "Authorization: Bearer KEY" on /v1/* (also DEEPINFER_API_KEY)
+  --served-model-name NAME  the model id clients send (default: the model directory's name)
+  --max-inflight N          generation requests admitted at once; more get 429 (default 256)
+  --http-threads N          connections served at once (default 512)
+  --max-n N                 largest n accepted (default 16)
+  --tokenizer PATH          tokenizer.json (default: MODEL/tokenizer.json, else the DeepSeek V4 one in data/)
+  --backend engine|fake     fake: a deterministic stand-in engine, for tests (default engine)
+  --fake-step-us N          fake backend: microseconds per engine step (default 1000)
+  --fake-context N          fake backend: context length (default 4096)
+  --enable-test-hooks       honour deepinfer_test.forced_output in requests (tests only)
+  --log-level LEVEL         debug, info, warn, error (default info)
+
+engine (with --backend engine; the KV pool defaults to every sequence reaching min(max-model-len, 16384)):
+)";
+
+int run_serve(const std::vector<std::string>& argv) {
+    std::set<std::string> value_flags = {
+        "model",        "host",         "port",  "port-file", "api-key",      "served-model-name",
+        "max-inflight", "http-threads", "max-n", "backend",   "fake-step-us", "fake-context",
+        "log-level",    "tokenizer"};
+    std::set<std::string> bool_flags = {"help", "enable-test-hooks"};
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+    value_flags.merge(engine_value_flags());
+    bool_flags.merge(engine_bool_flags());
+#endif
+    auto args = Args::parse(argv, value_flags, bool_flags);
+    if (!args.ok()) {
+        std::fprintf(stderr, "deepinfer serve: %s\n\n%s", args.status().message().c_str(), kUsage);
+        return 2;
+    }
+    if (args->has("help")) {
+        std::printf("%s", kUsage);
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+        std::printf("%s", engine_flags_help());
+#endif
+        return 0;
+    }
+    std::string level = args->get_or("log-level", "info");
+    core::set_log_level(level == "debug"   ? core::LogLevel::kDebug
+                        : level == "warn"  ? core::LogLevel::kWarn
+                        : level == "error" ? core::LogLevel::kError
+                                           : core::LogLevel::kInfo);
+    server::ServerConfig config;
+    config.host = args->get_or("host", "127.0.0.1");
+    const char* env_key = std::getenv("DEEPINFER_API_KEY");
+    config.api_key = args->get_or("api-key", env_key ? env_key : "");
+    config.served_model_name = args->get_or("served-model-name", "");
+    config.enable_test_hooks = args->has("enable-test-hooks");
+    for (auto [flag, field, fallback] :
+         {std::tuple{"port", &config.port, 8000}, std::tuple{"max-inflight", &config.max_inflight, 256},
+          std::tuple{"http-threads", &config.http_threads, 512}, std::tuple{"max-n", &config.max_n, 16}}) {
+        auto v = args->get_int(flag, fallback);
+        if (!v.ok() || *v < 0 || *v > 1000000) {
+            std::fprintf(stderr, "deepinfer serve: --%s must be a non-negative integer\n", flag);
+            return 2;
+        }
+        *field = static_cast<int>(*v);
+    }
+
+    // SIGINT/SIGTERM are taken by one thread that stops the server; every other thread (the engine's, the
+    // HTTP pool's: all started below) inherits this mask and blocks them.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+    std::unique_ptr<server::Backend> backend;
+    std::string kind = args->get_or("backend", "engine");
+    if (kind == "fake") {
+        server::FakeBackendConfig fc;
+        auto step = args->get_int("fake-step-us", 1000);
+        auto ctx = args->get_int("fake-context", 4096);
+        if (!step.ok() || !ctx.ok() || *step < 0 || *ctx < 16) {
+            std::fprintf(stderr, "deepinfer serve: bad --fake-step-us or --fake-context\n");
+            return 2;
+        }
+        fc.step_delay_us = static_cast<int>(*step);
+        fc.context_length = static_cast<int>(*ctx);
+        backend = std::make_unique<server::FakeBackend>(fc);
+    } else if (kind == "engine") {
+        auto model = args->get("model");
+        if (!model) {
+            std::fprintf(stderr, "deepinfer serve: --model DIR is required\n\n%s", kUsage);
+            return 2;
+        }
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+        server::EngineBackendOptions eo;
+        eo.model_dir = *model;
+        eo.tokenizer_path = args->get_or("tokenizer", "");
+        eo.default_tokenizer =
+            std::string(DEEPINFER_SOURCE_DIR) + "/data/tokenizer/deepseek-v4/tokenizer.json";
+        auto engine_config = engine_config_from_args(*args);
+        if (!engine_config.ok()) {
+            std::fprintf(stderr, "deepinfer serve: %s\n", engine_config.status().message().c_str());
+            return 2;
+        }
+        eo.engine = *engine_config;
+        auto made = server::make_engine_backend(eo);
+        if (!made.ok()) {
+            std::fprintf(stderr, "deepinfer serve: %s\n", made.status().to_string().c_str());
+            return 1;
+        }
+        backend = std::move(made).value();
+#else
+        std::fprintf(stderr, "deepinfer serve: this build has no engine backend yet; use --backend fake\n");
+        return 1;
+#endif
+    } else {
+        std::fprintf(stderr, "deepinfer serve: --backend must be engine or fake\n");
+        return 2;
+    }
+
+    server::HttpServer http(*backend, config);
+    auto port = http.bind();
+    if (!port.ok()) {
+        std::fprintf(stderr, "deepinfer serve: %s\n", port.status().to_string().c_str());
+        return 1;
+    }
+    if (auto pf = args->get("port-file")) {
+        std::ofstream(*pf) << *port << "\n";
+    }
+    DI_LOG(Info) << "deepinfer serve: " << backend->model_name() << " on http://" << config.host << ":"
+                 << *port;
+    std::thread signal_thread([&] {
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        http.stop();
+    });
+    core::Status st = http.serve();
+    pthread_kill(signal_thread.native_handle(), SIGTERM);
+    signal_thread.join();
+    if (!st.ok()) {
+        std::fprintf(stderr, "deepinfer serve: %s\n", st.to_string().c_str());
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace
+DI_REGISTER_COMMAND("serve", "serve a model over the OpenAI HTTP API", run_serve);
+} // namespace deepinfer::cli

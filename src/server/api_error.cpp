@@ -1,0 +1,93 @@
+#include "server/api_error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace deepinfer::server {
+
+std::string ApiError::to_json() const {
+    nlohmann::json e = {{"message", message}, {"type", type}};
+    e["param"] = param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param);
+    e["code"] = code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code);
+    return nlohmann::json{{"error", e}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ApiError invalid_param(std::string param, std::string message) {
+    return ApiError{400, "invalid_request_error", std::move(message), std::move(param), "invalid_value"};
+}
+
+ApiError unknown_model(const std::string& model) {
+    return ApiError{404, "invalid_request_error", "The model '" + model + "' does not exist", "model",
+                    "model_not_found"};
+}
+
+ApiError unauthorized() {
+    return ApiError{401, "invalid_request_error", "Incorrect or missing API key", "", "invalid_api_key"};
+}
+
+ApiError context_too_long(std::string param, int prompt_tokens, int context_length) {
+    return ApiError{413, "invalid_request_error",
+                    "This model's maximum context length is " + std::to_string(context_length) +
+                        " tokens; the prompt has " + std::to_string(prompt_tokens) + " tokens",
+                    std::move(param), "context_length_exceeded"};
+}
+
+ApiError server_busy() {
+    return ApiError{429, "rate_limit_error", "The server is at its request limit; retry later", "",
+                    "rate_limit_exceeded"};
+}
+
+ApiError not_found_route(const std::string& path) {
+    return ApiError{404, "invalid_request_error", "No route " + path, "", "not_found"};
+}
+
+ApiError from_status(const core::Status& status, std::string param) {
+    using core::StatusCode;
+    ApiError e;
+    e.message = status.message();
+    e.param = std::move(param);
+    switch (status.code()) {
+    case StatusCode::kOk: // callers never map an ok status; treat it as a bug report rather than success
+    case StatusCode::kInternal:
+    case StatusCode::kDataLoss:
+    case StatusCode::kIoError:
+    case StatusCode::kFailedPrecondition:
+        e.http_status = 500;
+        e.type = "server_error";
+        e.code = "internal_error";
+        break;
+    case StatusCode::kInvalidArgument:
+        e.http_status = 400;
+        e.code = "invalid_value";
+        break;
+    case StatusCode::kUnimplemented:
+        e.http_status = 400;
+        e.code = "unsupported_value";
+        break;
+    case StatusCode::kNotFound:
+        e.http_status = 404;
+        e.code = "not_found";
+        break;
+    case StatusCode::kOutOfRange:
+        e.http_status = 413;
+        e.code = "context_length_exceeded";
+        break;
+    case StatusCode::kResourceExhausted:
+        e.http_status = 429;
+        e.type = "rate_limit_error";
+        e.code = "rate_limit_exceeded";
+        break;
+    case StatusCode::kUnavailable:
+        e.http_status = 503;
+        e.type = "server_error";
+        e.code = "unavailable";
+        break;
+    case StatusCode::kCancelled:
+        e.http_status = 499;
+        e.type = "server_error";
+        e.code = "cancelled";
+        break;
+    }
+    return e;
+}
+
+} // namespace deepinfer::server

@@ -1,0 +1,168 @@
+#pragma once
+// The narrow surface the server needs from the rest of deepinfer: prompt rendering and tokenization,
+// an engine that takes token-id requests and streams token deltas back, incremental detokenization, and
+// the DeepSeek output parser (reasoning / content / DSML tool calls). The server owns everything else
+// (HTTP, OpenAI schemas, stop strings, metrics). engine_backend.cpp binds it to the real engine and
+// tokenizer; fake_backend.cpp is a small deterministic stand-in for tests.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace deepinfer::server {
+
+// ---- Sampling and requests (token ids only: what the engine sees) ----
+
+struct SamplingOptions {
+    double temperature = 1.0;
+    double top_p = 1.0;
+    int top_k = -1; // -1: disabled
+    double min_p = 0.0;
+    double presence_penalty = 0.0;
+    double frequency_penalty = 0.0;
+    double repetition_penalty = 1.0;
+    std::map<int32_t, double> logit_bias;
+    std::optional<uint64_t> seed;
+    int max_tokens = 16;
+    int top_logprobs = -1; // -1: no logprobs; 0: the sampled token's logprob only; k: plus top k
+};
+
+struct GenerationRequest {
+    std::string id; // unique per engine request (one per choice)
+    std::vector<int32_t> prompt_tokens;
+    SamplingOptions sampling;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+
+struct TokenLogprob {
+    int32_t token = 0;
+    double logprob = 0.0;
+    std::vector<std::pair<int32_t, double>> top; // most likely first
+};
+
+// One callback per step of a request: the tokens it produced since the last delta.
+struct GenerationDelta {
+    std::vector<int32_t> tokens;
+    std::vector<TokenLogprob> logprobs; // one per token when requested, else empty
+    FinishReason finish = FinishReason::kNone;
+    int prompt_tokens = 0;        // set on the first delta
+    int cached_prompt_tokens = 0; // prefix-cache hits, set on the first delta
+    core::Status error;           // set with finish == kError
+};
+using DeltaCallback = std::function<void(GenerationDelta)>;
+
+struct EngineStats {
+    int running = 0;
+    int waiting = 0;
+    double kv_cache_usage = 0.0; // fraction of KV blocks in use
+    uint64_t preemptions = 0;
+    uint64_t prefix_cache_queries = 0; // prompt tokens looked up
+    uint64_t prefix_cache_hits = 0;    // of which found in the cache
+};
+
+// ---- Chat prompt (what the tokenizer's DeepSeek V4 encoder renders) ----
+
+struct ToolCall {
+    std::string id;
+    std::string name;
+    std::string arguments; // JSON text
+};
+
+struct ChatMessage {
+    std::string role; // system, developer, user, assistant, tool
+    std::string content;
+    std::string reasoning; // assistant: reasoning_content / reasoning
+    std::vector<ToolCall> tool_calls;
+    std::string tool_call_id; // tool
+    std::string name;
+};
+
+struct ToolSpec {
+    std::string name;
+    std::string description;
+    std::string parameters_json; // JSON schema text ("{}" when absent)
+};
+
+struct ChatPrompt {
+    std::vector<ChatMessage> messages;
+    std::vector<ToolSpec> tools;
+    std::string tool_choice = "auto"; // auto, none, required, or "function:<name>"
+    bool thinking = false;
+    std::string reasoning_effort;     // "" (thinking without an effort prompt), "high", "max"
+    std::string response_format_json; // OpenAI response_format object; empty for plain text
+    bool add_generation_prompt = true;
+};
+
+// ---- Streaming text pipeline pieces ----
+
+class IncrementalDetokenizer {
+public:
+    virtual ~IncrementalDetokenizer() = default;
+    // Text newly completed by this token; incomplete UTF-8 is held back until a later token completes it.
+    virtual std::string push(int32_t token) = 0;
+    // What is still held back at the end of the request.
+    virtual std::string flush() = 0;
+};
+
+struct ToolCallDelta {
+    int index = 0;
+    std::string id;   // set on the first fragment of a call
+    std::string name; // set on the first fragment of a call
+    std::string arguments;
+};
+
+struct ParsedDelta {
+    std::string reasoning;
+    std::string content;
+    std::vector<ToolCallDelta> tool_calls;
+    // At the end: thinking never closed, so the reasoning streamed so far was the answer (non-streaming
+    // responses move it to content; streams already sent it as reasoning).
+    bool reasoning_was_content = false;
+    bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+};
+
+class OutputParser {
+public:
+    virtual ~OutputParser() = default;
+    virtual ParsedDelta push(std::string_view text) = 0;
+    // length_cut: generation hit max_tokens (a half-written marker is dropped).
+    virtual ParsedDelta finish(bool length_cut) = 0;
+};
+
+struct ParserOptions {
+    bool thinking = false;   // output starts inside reasoning
+    bool parse_tools = true; // recognise DSML tool calls
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    virtual std::string model_name() const = 0;
+    virtual int context_length() const = 0;
+    virtual int vocab_size() const = 0;
+
+    virtual core::Result<std::vector<int32_t>> render_chat(const ChatPrompt& prompt) const = 0;
+    virtual core::Result<std::vector<int32_t>> tokenize(std::string_view text) const = 0;
+    virtual std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const = 0;
+    // The text of one token for logprobs (special tokens included).
+    virtual std::string token_text(int32_t token) const = 0;
+    virtual std::unique_ptr<OutputParser> new_output_parser(const ParserOptions& options) const = 0;
+
+    // Thread-safe. The callback runs on the engine's thread and must return quickly; after a delta with
+    // finish != kNone it is never called again. abort() of a finished or unknown id is a no-op; an aborted
+    // request still gets a final delta with kAbort.
+    virtual core::Status submit(GenerationRequest request, DeltaCallback callback) = 0;
+    virtual void abort(const std::string& request_id) = 0;
+    virtual EngineStats stats() const = 0;
+};
+
+} // namespace deepinfer::server

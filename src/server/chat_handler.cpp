@@ -1,0 +1,120 @@
+// POST /v1/chat/completions.
+
+#include <set>
+
+#include "server/json_fields.h"
+#include "server/responder.h"
+
+namespace deepinfer::server {
+
+namespace {
+
+const char* kEndpoint = "/v1/chat/completions";
+
+class ChatResponder : public Responder {
+public:
+    ChatResponder(HttpServer::State& s, std::unique_ptr<Generation> gen, ResponseMeta meta,
+                  const ChatRequest& r, int prompt_tokens)
+        : Responder(s, kEndpoint, std::move(gen), std::move(meta), r.common.stream, r.common.include_usage,
+                    prompt_tokens),
+          logprobs_(r.logprobs), results_(gen_->num_choices()), seen_calls_(gen_->num_choices()) {}
+
+protected:
+    std::string prelude() override {
+        if (!stream_) return {};
+        std::string buf;
+        for (int i = 0; i < gen_->num_choices(); ++i) {
+            buf += sse_event(chat_chunk_json(meta_, i, chat_delta_json({}, true), std::nullopt, nullptr));
+        }
+        return buf;
+    }
+
+    void on_output(int i, ChoiceOutput& out, std::string& buf) override {
+        for (auto& tc : out.parsed.tool_calls) { // the server names calls the parser left unnamed
+            if (seen_calls_[i].insert(tc.index).second && tc.id.empty()) {
+                tc.id = "call_" + meta_.id.substr(meta_.id.find('-') + 1) + "_" + std::to_string(i) + "_" +
+                        std::to_string(tc.index);
+            }
+        }
+        std::optional<std::string> finish = out.finish_reason;
+        if (finish && (*finish == "abort" || *finish == "error")) finish = "stop";
+        if (!stream_) {
+            results_[i].merge(out.parsed);
+            for (auto& lp : out.logprobs) results_[i].logprobs.push_back(std::move(lp));
+            if (finish) results_[i].finish_reason = *finish;
+            return;
+        }
+        if (!out.parsed.empty() || (logprobs_ && !out.logprobs.empty())) {
+            json lp = logprobs_ ? chat_logprobs_json(out.logprobs, token_text()) : json(nullptr);
+            buf += sse_event(chat_chunk_json(meta_, i, chat_delta_json(out.parsed, false), std::nullopt, lp));
+        }
+        if (finish) buf += sse_event(chat_chunk_json(meta_, i, json::object(), finish, nullptr));
+    }
+
+    std::string finale() override {
+        if (!stream_) {
+            if (!error_.ok()) return from_status(error_).to_json();
+            return detail::dump_json(chat_completion_json(meta_, results_, usage(), logprobs_, token_text()));
+        }
+        std::string buf;
+        if (!error_.ok()) buf += error_event();
+        if (include_usage_) buf += sse_event(usage_chunk_json(meta_, "chat.completion.chunk", usage()));
+        return buf + sse_done();
+    }
+
+private:
+    bool logprobs_;
+    std::vector<ChatChoiceResult> results_;
+    std::vector<std::set<int>> seen_calls_;
+};
+
+} // namespace
+
+void handle_chat(HttpServer::State& s, const httplib::Request& req, httplib::Response& res) {
+    auto parsed = parse_chat_request(req.body, s.limits);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
+    ChatRequest& r = std::get<ChatRequest>(parsed);
+    if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);
+    if (!r.common.forced_output.empty() && !s.config.enable_test_hooks) {
+        return s.send_error(kEndpoint, invalid_param("deepinfer_test", "test hooks are disabled"), res);
+    }
+    auto prompt = s.backend.render_chat(r.prompt);
+    if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
+    int ctx = s.backend.context_length();
+    int n_prompt = static_cast<int>(prompt->size());
+    if (n_prompt >= ctx) return s.send_error(kEndpoint, context_too_long("messages", n_prompt, ctx), res);
+    SamplingOptions& sp = r.common.sampling;
+    if (sp.max_tokens < 0) sp.max_tokens = ctx - n_prompt;
+    if (static_cast<long long>(n_prompt) + sp.max_tokens > ctx) {
+        const char* field = "max_tokens";
+        return s.send_error(kEndpoint,
+                            invalid_param(field, "prompt (" + std::to_string(n_prompt) +
+                                                     " tokens) + max_tokens (" +
+                                                     std::to_string(sp.max_tokens) +
+                                                     ") exceeds the context length " + std::to_string(ctx)),
+                            res);
+    }
+    if (!s.admit(kEndpoint, res)) return;
+    std::vector<ChoiceSpec> specs;
+    for (int i = 0; i < r.common.n; ++i) {
+        ChoiceSpec spec{*prompt, sp, r.common.forced_output};
+        if (sp.seed) spec.sampling.seed = *sp.seed + static_cast<uint64_t>(i);
+        specs.push_back(std::move(spec));
+    }
+    ParserOptions popts;
+    popts.thinking = r.prompt.thinking;
+    popts.parse_tools = !r.prompt.tools.empty() && r.prompt.tool_choice != "none";
+    ResponseMeta meta{s.new_id("chatcmpl-"), s.start_time, s.model_name};
+    auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(specs), r.common.stop, true, popts);
+    if (core::Status st = gen->start(); !st.ok()) {
+        s.release();
+        return s.send_error(kEndpoint, from_status(st), res);
+    }
+    meta.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    s.metrics.add_prompt_tokens(n_prompt);
+    std::make_shared<ChatResponder>(s, std::move(gen), meta, r, n_prompt)->attach(res);
+}
+
+} // namespace deepinfer::server

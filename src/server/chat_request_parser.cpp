@@ -1,0 +1,286 @@
+// /v1/chat/completions: messages, tools, tool_choice, thinking controls, response_format, logprobs.
+
+#include <cctype>
+
+#include "server/request_parser.h"
+#include "server/request_parser_internal.h"
+
+namespace deepinfer::server {
+
+using detail::FieldErrors;
+using detail::json;
+using detail::present;
+
+namespace {
+
+// content: a string, null, or a list of {"type": "text", "text": ...} parts.
+bool read_content(const json& m, const std::string& path, bool required, std::string& out, FieldErrors& err) {
+    if (!present(m, "content")) {
+        if (required) return err.fail(path + ".content", "'" + path + ".content' is required");
+        return true;
+    }
+    const json& c = m.at("content");
+    if (c.is_string()) {
+        out = c.get<std::string>();
+        return true;
+    }
+    if (!c.is_array())
+        return err.fail(path + ".content", "'" + path + ".content' must be a string or a list");
+    for (const auto& part : c) {
+        if (!part.is_object() || !part.contains("type") || !part.at("type").is_string()) {
+            return err.fail(path + ".content", "content parts must be objects with a 'type'");
+        }
+        if (part.at("type") != "text") {
+            return err.fail(ApiError{400, "invalid_request_error",
+                                     "content part type '" + part.at("type").get<std::string>() +
+                                         "' is not supported (text only)",
+                                     path + ".content", "unsupported_value"});
+        }
+        if (!part.contains("text") || !part.at("text").is_string()) {
+            return err.fail(path + ".content", "text content parts need a string 'text'");
+        }
+        if (!out.empty()) out += "\n\n"; // DeepSeek's encoder joins text parts this way
+        out += part.at("text").get<std::string>();
+    }
+    return true;
+}
+
+bool read_tool_calls(const json& m, const std::string& path, ChatMessage& msg, FieldErrors& err) {
+    if (!present(m, "tool_calls")) return true;
+    const json& tcs = m.at("tool_calls");
+    std::string p = path + ".tool_calls";
+    if (!tcs.is_array()) return err.fail(p, "'" + p + "' must be a list");
+    for (size_t i = 0; i < tcs.size(); ++i) {
+        const json& tc = tcs[i];
+        std::string pi = p + "[" + std::to_string(i) + "]";
+        if (!tc.is_object() || !tc.contains("function") || !tc.at("function").is_object()) {
+            return err.fail(pi, "'" + pi + "' must be an object with a 'function'");
+        }
+        ToolCall call;
+        detail::read_string(tc, "id", call.id, err, pi);
+        const json& f = tc.at("function");
+        if (!present(f, "name")) return err.fail(pi + ".function.name", "tool call needs a function name");
+        detail::read_string(f, "name", call.name, err, pi + ".function");
+        if (present(f, "arguments")) {
+            const json& a = f.at("arguments");
+            if (a.is_string()) {
+                const std::string& text = a.get_ref<const std::string&>();
+                json parsed = json_shape_problem(text, ParserLimits{}).empty()
+                                  ? json::parse(text, nullptr, false)
+                                  : json(nullptr);
+                if (parsed.is_discarded() || !parsed.is_object()) {
+                    return err.fail(pi + ".function.arguments", "tool call arguments must be a JSON object");
+                }
+                call.arguments = a.get<std::string>();
+            } else if (a.is_object()) {
+                call.arguments = detail::dump_json(a);
+            } else {
+                return err.fail(pi + ".function.arguments", "tool call arguments must be a JSON string");
+            }
+        } else {
+            call.arguments = "{}";
+        }
+        msg.tool_calls.push_back(std::move(call));
+    }
+    return err.ok();
+}
+
+bool parse_messages(const json& j, ChatPrompt& prompt, FieldErrors& err) {
+    if (!present(j, "messages")) return err.fail("messages", "'messages' is required");
+    const json& ms = j.at("messages");
+    if (!ms.is_array() || ms.empty()) return err.fail("messages", "'messages' must be a non-empty list");
+    for (size_t i = 0; i < ms.size(); ++i) {
+        const json& m = ms[i];
+        std::string path = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) return err.fail(path, "'" + path + "' must be an object");
+        ChatMessage msg;
+        if (!present(m, "role")) return err.fail(path + ".role", "'" + path + ".role' is required");
+        if (!detail::read_string(m, "role", msg.role, err, path)) return false;
+        const std::string& r = msg.role;
+        if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+            return err.fail(path + ".role", "unknown role '" + r + "'");
+        }
+        bool is_assistant = r == "assistant";
+        if (!read_content(m, path, !is_assistant, msg.content, err)) return false;
+        detail::read_string(m, "name", msg.name, err, path);
+        if (is_assistant) {
+            detail::read_string(m, "reasoning", msg.reasoning, err, path);
+            detail::read_string(m, "reasoning_content", msg.reasoning, err, path);
+            if (!read_tool_calls(m, path, msg, err)) return false;
+        }
+        if (r == "tool") detail::read_string(m, "tool_call_id", msg.tool_call_id, err, path);
+        if (!err.ok()) return false;
+        prompt.messages.push_back(std::move(msg));
+    }
+    return true;
+}
+
+bool parse_tools(const json& j, ChatPrompt& prompt, FieldErrors& err) {
+    auto valid_name = [](const std::string& n) {
+        if (n.empty() || n.size() > 64) return false;
+        for (char c : n) {
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != ':' &&
+                c != '-') {
+                return false;
+            }
+        }
+        return true;
+    };
+    if (present(j, "tools")) {
+        const json& ts = j.at("tools");
+        if (!ts.is_array()) return err.fail("tools", "'tools' must be a list");
+        for (size_t i = 0; i < ts.size(); ++i) {
+            std::string p = "tools[" + std::to_string(i) + "]";
+            const json& t = ts[i];
+            if (!t.is_object() || !present(t, "function") || !t.at("function").is_object()) {
+                return err.fail(p, "'" + p + "' must be {\"type\": \"function\", \"function\": {...}}");
+            }
+            if (present(t, "type") && t.at("type") != "function") {
+                return err.fail(p + ".type", "only tools of type 'function' are supported");
+            }
+            const json& f = t.at("function");
+            ToolSpec spec;
+            if (!present(f, "name")) return err.fail(p + ".function.name", "a tool needs a name");
+            if (!detail::read_string(f, "name", spec.name, err, p + ".function")) return false;
+            if (!valid_name(spec.name)) {
+                return err.fail(p + ".function.name", "tool names must match [a-zA-Z0-9_.:-]{1,64}");
+            }
+            detail::read_string(f, "description", spec.description, err, p + ".function");
+            spec.parameters_json = "{}";
+            if (present(f, "parameters")) {
+                if (!f.at("parameters").is_object()) {
+                    return err.fail(p + ".function.parameters",
+                                    "tool parameters must be a JSON schema object");
+                }
+                spec.parameters_json = detail::dump_json(f.at("parameters"));
+            }
+            prompt.tools.push_back(std::move(spec));
+        }
+    }
+    if (!present(j, "tool_choice")) {
+        prompt.tool_choice = prompt.tools.empty() ? "none" : "auto";
+        return err.ok();
+    }
+    const json& tc = j.at("tool_choice");
+    if (tc.is_string()) {
+        std::string c = tc.get<std::string>();
+        if (c != "auto" && c != "none" && c != "required") {
+            return err.fail("tool_choice", "'tool_choice' must be auto, none, required or a named function");
+        }
+        prompt.tool_choice = c;
+    } else if (tc.is_object() && present(tc, "function") && tc.at("function").is_object() &&
+               present(tc.at("function"), "name") && tc.at("function").at("name").is_string()) {
+        std::string name = tc.at("function").at("name").get<std::string>();
+        bool known = false;
+        for (const auto& t : prompt.tools) known = known || t.name == name;
+        if (!known) return err.fail("tool_choice", "'tool_choice' names unknown tool '" + name + "'");
+        prompt.tool_choice = "function:" + name;
+    } else {
+        return err.fail("tool_choice", "'tool_choice' must be auto, none, required or a named function");
+    }
+    if (prompt.tools.empty() && prompt.tool_choice != "none" && prompt.tool_choice != "auto") {
+        return err.fail("tool_choice", "'tool_choice' requires 'tools'");
+    }
+    return err.ok();
+}
+
+// chat_template_kwargs.{thinking, enable_thinking, reasoning_effort}, also accepted at top level.
+bool parse_thinking(const json& j, ChatPrompt& prompt, FieldErrors& err) {
+    bool thinking_set = false;
+    std::string effort;
+    auto read_from = [&](const json& obj, const std::string& path) {
+        for (const char* key : {"thinking", "enable_thinking"}) {
+            if (present(obj, key)) {
+                if (!obj.at(key).is_boolean()) {
+                    // The DeepSeek API's top-level {"thinking": {"type": "enabled"|"disabled"}}.
+                    if (obj.at(key).is_object() && obj.at(key).contains("type") &&
+                        obj.at(key).at("type").is_string()) {
+                        prompt.thinking = obj.at(key).at("type") == "enabled";
+                        thinking_set = true;
+                        continue;
+                    }
+                    return err.fail(path + key, "'" + path + key + "' must be a boolean");
+                }
+                prompt.thinking = obj.at(key).get<bool>();
+                thinking_set = true;
+            }
+        }
+        return detail::read_string(obj, "reasoning_effort", effort, err,
+                                   path.empty() ? "" : "chat_template_kwargs");
+    };
+    if (!read_from(j, "")) return false;
+    if (present(j, "chat_template_kwargs")) {
+        const json& k = j.at("chat_template_kwargs");
+        if (!k.is_object())
+            return err.fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        if (!read_from(k, "chat_template_kwargs.")) return false;
+    }
+    if (effort.empty()) return true;
+    if (effort == "none") {
+        prompt.thinking = false;
+        return true;
+    }
+    if (effort == "max") {
+        prompt.reasoning_effort = "max";
+    } else if (effort == "minimal" || effort == "low" || effort == "medium" || effort == "high" ||
+               effort == "xhigh") {
+        prompt.reasoning_effort = "high"; // DeepSeek V4 has two efforts: high (normal thinking) and max
+    } else {
+        return err.fail("reasoning_effort", "'reasoning_effort' must be one of none, low, medium, high, max");
+    }
+    if (!thinking_set) prompt.thinking = true;
+    return true;
+}
+
+bool parse_response_format(const json& j, ChatRequest& r, FieldErrors& err) {
+    if (!present(j, "response_format")) return true;
+    const json& rf = j.at("response_format");
+    if (!rf.is_object() || !present(rf, "type") || !rf.at("type").is_string()) {
+        return err.fail("response_format", "'response_format' must be an object with a 'type'");
+    }
+    r.response_format = rf.at("type").get<std::string>();
+    if (r.response_format != "text") r.prompt.response_format_json = detail::dump_json(rf);
+    if (r.response_format == "json_schema") {
+        if (!present(rf, "json_schema") || !rf.at("json_schema").is_object()) {
+            return err.fail("response_format.json_schema", "'response_format.json_schema' must be an object");
+        }
+        const json& js = rf.at("json_schema");
+        if (present(js, "schema")) {
+            if (!js.at("schema").is_object()) {
+                return err.fail("response_format.json_schema.schema", "the schema must be a JSON object");
+            }
+            r.json_schema = detail::dump_json(js.at("schema"));
+        }
+        return true;
+    }
+    if (r.response_format != "text" && r.response_format != "json_object") {
+        return err.fail("response_format.type",
+                        "'response_format.type' must be text, json_object or json_schema");
+    }
+    return true;
+}
+
+} // namespace
+
+Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParserLimits& limits) {
+    FieldErrors err;
+    auto j = detail::parse_body(body, limits, err);
+    if (!j) return err.error();
+    ChatRequest r;
+    if (!detail::parse_common(*j, limits, r.common, err)) return err.error();
+    if (!parse_messages(*j, r.prompt, err)) return err.error();
+    if (!parse_tools(*j, r.prompt, err)) return err.error();
+    if (!parse_thinking(*j, r.prompt, err)) return err.error();
+    if (!parse_response_format(*j, r, err)) return err.error();
+    detail::read_bool(*j, "logprobs", r.logprobs, err);
+    long long top = 0;
+    if (present(*j, "top_logprobs")) {
+        if (!detail::read_int(*j, "top_logprobs", 0, limits.max_top_logprobs, top, err)) return err.error();
+        if (!r.logprobs) return invalid_param("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+    }
+    r.common.sampling.top_logprobs = r.logprobs ? static_cast<int>(top) : -1;
+    if (!err.ok()) return err.error();
+    return r;
+}
+
+} // namespace deepinfer::server

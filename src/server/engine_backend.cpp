@@ -1,0 +1,181 @@
+#include "server/engine_backend.h"
+
+#include <atomic>
+#include <filesystem>
+
+#include "core/logging.h"
+#include "engine/async_engine.h"
+#include "engine/engine.h"
+#include "model/deepseek_v4/model.h"
+#include "server/engine_backend_text.h"
+
+namespace deepinfer::server {
+
+namespace {
+
+GenerationDelta to_delta(const engine::RequestOutput& out) {
+    GenerationDelta d;
+    d.prompt_tokens = out.prompt_tokens;
+    d.cached_prompt_tokens = out.cached_tokens;
+    for (const auto& cd : out.deltas) { // one completion per engine request (the server forks choices)
+        d.tokens.insert(d.tokens.end(), cd.token_ids.begin(), cd.token_ids.end());
+        for (const auto& lp : cd.logprobs) {
+            TokenLogprob t{lp.token_id, lp.logprob, {}};
+            for (const auto& top : lp.top) t.top.emplace_back(top.token_id, top.logprob);
+            d.logprobs.push_back(std::move(t));
+        }
+        if (cd.finish_reason) {
+            switch (*cd.finish_reason) {
+            case engine::FinishReason::kStop:
+                d.finish = FinishReason::kStop;
+                break;
+            case engine::FinishReason::kLength:
+                d.finish = FinishReason::kLength;
+                break;
+            case engine::FinishReason::kAbort:
+                d.finish = FinishReason::kAbort;
+                break;
+            }
+        }
+    }
+    if (out.finished && d.finish == FinishReason::kNone) d.finish = FinishReason::kAbort;
+    if (!out.status.ok()) {
+        d.finish = FinishReason::kError;
+        d.error = out.status;
+    }
+    return d;
+}
+
+engine::SamplingParams to_params(const SamplingOptions& s) {
+    engine::SamplingParams p;
+    p.n = 1;
+    p.temperature = static_cast<float>(s.temperature);
+    p.top_k = s.top_k < 0 ? 0 : s.top_k;
+    p.top_p = static_cast<float>(s.top_p);
+    p.min_p = static_cast<float>(s.min_p);
+    p.repetition_penalty = static_cast<float>(s.repetition_penalty);
+    p.presence_penalty = static_cast<float>(s.presence_penalty);
+    p.frequency_penalty = static_cast<float>(s.frequency_penalty);
+    for (const auto& [tok, bias] : s.logit_bias) p.logit_bias.emplace_back(tok, static_cast<float>(bias));
+    p.seed = s.seed;
+    if (s.max_tokens > 0) p.max_tokens = s.max_tokens;
+    if (s.top_logprobs >= 0) p.logprobs = s.top_logprobs;
+    return p;
+}
+
+class EngineBackend : public Backend {
+public:
+    EngineBackend(std::string name, std::unique_ptr<model::deepseek_v4::DeepseekV4Model> model,
+                  std::unique_ptr<engine::AsyncEngine> async, std::unique_ptr<detail::TextCodec> codec,
+                  int context, int vocab)
+        : name_(std::move(name)), model_(std::move(model)), async_(std::move(async)),
+          codec_(std::move(codec)), context_(context), vocab_(vocab) {}
+    ~EngineBackend() override { async_->shutdown(); }
+
+    std::string model_name() const override { return name_; }
+    int context_length() const override { return context_; }
+    int vocab_size() const override { return vocab_; }
+
+    core::Result<std::vector<int32_t>> render_chat(const ChatPrompt& prompt) const override {
+        DI_ASSIGN_OR_RETURN(std::string text, detail::render_chat_text(prompt));
+        return codec_->encode(text);
+    }
+    core::Result<std::vector<int32_t>> tokenize(std::string_view text) const override {
+        return codec_->encode(text);
+    }
+    std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const override {
+        return codec_->new_detokenizer();
+    }
+    std::string token_text(int32_t token) const override { return codec_->token_text(token); }
+    std::unique_ptr<OutputParser> new_output_parser(const ParserOptions& options) const override {
+        return detail::make_dsml_parser(options);
+    }
+
+    core::Status submit(GenerationRequest request, DeltaCallback callback) override {
+        engine::Request r;
+        r.id = std::move(request.id);
+        r.prompt_ids = std::move(request.prompt_tokens);
+        r.params = to_params(request.sampling);
+        // Checked here so that bad values are a 400 before the response starts, not an error mid-stream.
+        DI_RETURN_IF_ERROR(r.params.validate(vocab_));
+        return async_->submit(std::move(r), [cb = std::move(callback)](const engine::RequestOutput& out) {
+            cb(to_delta(out));
+        });
+    }
+    void abort(const std::string& request_id) override { async_->abort(request_id); }
+
+    EngineStats stats() const override {
+        engine::StepMetrics m = async_->last_step_metrics();
+        engine::EngineCounters c = async_->counters();
+        int pending = async_->num_pending();
+        EngineStats s;
+        // The last step's gauges go stale once the engine idles; nothing live means nothing running.
+        s.running = std::min(m.num_running, pending);
+        s.waiting = std::max(0, pending - s.running);
+        s.kv_cache_usage = pending > 0 && m.kv_blocks_total > 0 ? static_cast<double>(m.kv_blocks_used) /
+                                                                      static_cast<double>(m.kv_blocks_total)
+                                                                : 0.0;
+        s.preemptions = static_cast<uint64_t>(c.preemptions);
+        s.prefix_cache_queries = static_cast<uint64_t>(c.prefix_query_tokens);
+        s.prefix_cache_hits = static_cast<uint64_t>(c.prefix_hit_tokens);
+        return s;
+    }
+
+private:
+    std::string name_;
+    std::unique_ptr<model::deepseek_v4::DeepseekV4Model> model_; // outlives the engine below
+    std::unique_ptr<engine::AsyncEngine> async_;
+    std::unique_ptr<detail::TextCodec> codec_;
+    int context_;
+    int vocab_;
+};
+
+} // namespace
+
+core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOptions& options) {
+    namespace fs = std::filesystem;
+    DI_ASSIGN_OR_RETURN(auto model, model::deepseek_v4::DeepseekV4Model::load(options.model_dir));
+    const int64_t vocab = model->vocab_size();
+
+    std::string tok_path = options.tokenizer_path;
+    std::error_code ec;
+    if (tok_path.empty() && fs::exists(fs::path(options.model_dir) / "tokenizer.json", ec)) {
+        tok_path = (fs::path(options.model_dir) / "tokenizer.json").string();
+    }
+    if (tok_path.empty()) tok_path = options.default_tokenizer;
+    std::unique_ptr<detail::TextCodec> codec;
+    if (!tok_path.empty()) {
+        auto hf = detail::load_hf_codec(tok_path);
+        if (!hf.ok()) return hf.status().with_context("tokenizer " + tok_path);
+        if (detail::hf_vocab_size(**hf) <= static_cast<size_t>(vocab)) codec = std::move(hf).value();
+    }
+    if (!codec) {
+        if (vocab < 260)
+            return core::invalid_argument("the model's vocabulary is too small for any tokenizer");
+        DI_LOG(Warn) << "tokenizer " << tok_path << " does not fit the model's " << vocab
+                     << "-token vocabulary; using a byte-level stand-in (test models)";
+        codec = detail::make_byte_codec(static_cast<int32_t>(model->config().bos_token_id),
+                                        static_cast<int32_t>(model->eos_token_id()));
+    }
+
+    engine::EngineConfig cfg = options.engine;
+    if (cfg.max_model_len <= 0) cfg.max_model_len = model->config().max_position_embeddings;
+    if (cfg.num_kv_blocks <= 0 && cfg.kv_cache_memory_bytes <= 0) {
+        // Default pool: every running sequence can reach min(max_model_len, 16k) tokens.
+        int64_t per_seq = (std::min<int64_t>(cfg.max_model_len, 16384) + cfg.block_size - 1) / cfg.block_size;
+        cfg.num_kv_blocks = per_seq * cfg.max_num_seqs;
+    }
+    DI_ASSIGN_OR_RETURN(auto llm, engine::LLMEngine::create(model.get(), cfg));
+    const int context = static_cast<int>(llm->config().max_model_len);
+    engine::AsyncEngineConfig acfg;
+    acfg.max_pending_requests = options.max_pending_requests;
+    auto async = std::make_unique<engine::AsyncEngine>(std::move(llm), acfg);
+    std::string name = fs::path(options.model_dir).lexically_normal().filename().string();
+    if (name.empty()) name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
+    DI_LOG(Info) << "engine backend: " << name << ", context " << context << ", tokenizer "
+                 << codec->describe();
+    return std::unique_ptr<Backend>(std::make_unique<EngineBackend>(
+        name, std::move(model), std::move(async), std::move(codec), context, static_cast<int>(vocab)));
+}
+
+} // namespace deepinfer::server

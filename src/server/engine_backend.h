@@ -1,0 +1,26 @@
+#pragma once
+// Binds the server to the real stack: a DeepSeek V4 model (model/), the continuous-batching engine on its
+// own thread (engine::AsyncEngine), the tokenizer, the DeepSeek V4 chat encoding and DSML output parser
+// (tokenizer/). Built only when those libraries exist (DEEPINFER_HAVE_ENGINE_BACKEND).
+
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "engine/engine_config.h"
+#include "server/backend.h"
+
+namespace deepinfer::server {
+
+struct EngineBackendOptions {
+    std::string model_dir;
+    // tokenizer.json to use; empty: MODEL_DIR/tokenizer.json when present, else default_tokenizer.
+    std::string tokenizer_path;
+    std::string default_tokenizer;
+    engine::EngineConfig engine;
+    int max_pending_requests = 1024; // the engine's inbox bound (submit answers ResourceExhausted beyond)
+};
+
+core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOptions& options);
+
+} // namespace deepinfer::server

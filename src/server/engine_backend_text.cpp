@@ -1,0 +1,258 @@
+#include "server/engine_backend_text.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "server/utf8.h"
+#include "tokenizer/chat_encoding.h"
+#include "tokenizer/chat_tokens.h"
+#include "tokenizer/dsml_parser.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::server::detail {
+
+namespace {
+
+class HfDetokenizer : public IncrementalDetokenizer {
+public:
+    explicit HfDetokenizer(const tokenizer::Tokenizer& tok) : detok_(tok, /*skip_special_tokens=*/true) {}
+    std::string push(int32_t token) override { return detok_.push(token); }
+    std::string flush() override { return detok_.finish(); }
+
+private:
+    tokenizer::IncrementalDetokenizer detok_;
+};
+
+class HfCodec : public TextCodec {
+public:
+    HfCodec(tokenizer::Tokenizer tok, std::string path) : tok_(std::move(tok)), path_(std::move(path)) {}
+    std::vector<int32_t> encode(std::string_view text) const override { return tok_.encode(text); }
+    std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const override {
+        return std::make_unique<HfDetokenizer>(tok_);
+    }
+    std::string token_text(int32_t token) const override {
+        int32_t ids[1] = {token};
+        return tok_.decode(ids);
+    }
+    std::string describe() const override { return path_; }
+    size_t vocab() const { return tok_.vocab_size(); }
+
+private:
+    tokenizer::Tokenizer tok_;
+    std::string path_;
+};
+
+constexpr int32_t kByteBase = 2, kFirstPhrase = 258;
+
+// The chat protocol's fixed strings (special tokens, the tools / effort / format prompt texts) as single
+// ids, so that a DeepSeek V4 prompt with tools still fits a tiny model's context.
+std::vector<std::string> protocol_phrases() {
+    const std::string split = "\x01";
+    std::string tools = tokenizer::tools_prompt(split);
+    size_t cut = tools.find(split);
+    return {std::string(tokenizer::kThinkStart),
+            std::string(tokenizer::kThinkEnd),
+            std::string(tokenizer::kUserToken),
+            std::string(tokenizer::kAssistantToken),
+            std::string(tokenizer::kLatestReminderToken),
+            std::string(tokenizer::kDsml),
+            std::string(tokenizer::kImagePlaceholder),
+            tools.substr(0, cut),
+            tools.substr(cut + split.size()),
+            tokenizer::response_format_prompt(""),
+            std::string(tokenizer::reasoning_effort_prompt(tokenizer::ThinkingMode::kThinkingHigh)),
+            std::string(tokenizer::reasoning_effort_prompt(tokenizer::ThinkingMode::kThinkingMax))};
+}
+
+class ByteDetokenizer : public IncrementalDetokenizer {
+public:
+    explicit ByteDetokenizer(const std::vector<std::string>* phrases) : phrases_(phrases) {}
+    std::string push(int32_t token) override {
+        int32_t phrase = token - kFirstPhrase;
+        if (phrase >= 0 && phrase < static_cast<int32_t>(phrases_->size()))
+            return flush() + (*phrases_)[phrase];
+        if (token < kByteBase || token >= kByteBase + 256) return std::string(); // BOS, EOS, unused ids
+        pending_.push_back(static_cast<char>(token - kByteBase));
+        size_t hold = incomplete_utf8_tail(pending_);
+        std::string out = valid_utf8(std::string_view(pending_).substr(0, pending_.size() - hold));
+        pending_.erase(0, pending_.size() - hold);
+        return out;
+    }
+    std::string flush() override { return valid_utf8(std::exchange(pending_, std::string())); }
+
+private:
+    const std::vector<std::string>* phrases_;
+    std::string pending_;
+};
+
+class ByteCodec : public TextCodec {
+public:
+    ByteCodec(int32_t bos, int32_t eos) : bos_(bos), eos_(eos), phrases_(protocol_phrases()) {}
+
+    std::vector<int32_t> encode(std::string_view text) const override {
+        std::vector<int32_t> ids;
+        ids.reserve(text.size());
+        for (size_t i = 0; i < text.size();) {
+            if (text.compare(i, tokenizer::kBosToken.size(), tokenizer::kBosToken) == 0) {
+                ids.push_back(bos_);
+                i += tokenizer::kBosToken.size();
+                continue;
+            }
+            if (text.compare(i, tokenizer::kEosToken.size(), tokenizer::kEosToken) == 0) {
+                ids.push_back(eos_);
+                i += tokenizer::kEosToken.size();
+                continue;
+            }
+            int32_t best = -1;
+            for (size_t p = 0; p < phrases_.size(); ++p) {
+                const std::string& ph = phrases_[p];
+                if (!ph.empty() && text.compare(i, ph.size(), ph) == 0 &&
+                    (best < 0 || ph.size() > phrases_[best].size())) {
+                    best = static_cast<int32_t>(p);
+                }
+            }
+            if (best >= 0) {
+                ids.push_back(kFirstPhrase + best);
+                i += phrases_[best].size();
+            } else {
+                ids.push_back(kByteBase + static_cast<unsigned char>(text[i]));
+                ++i;
+            }
+        }
+        return ids;
+    }
+    std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const override {
+        return std::make_unique<ByteDetokenizer>(&phrases_);
+    }
+    std::string token_text(int32_t token) const override {
+        if (token >= kByteBase && token < kByteBase + 256)
+            return std::string(1, static_cast<char>(token - kByteBase));
+        int32_t phrase = token - kFirstPhrase;
+        if (phrase >= 0 && phrase < static_cast<int32_t>(phrases_.size())) return phrases_[phrase];
+        return "<|" + std::to_string(token) + "|>";
+    }
+    std::string describe() const override { return "byte-level stand-in"; }
+    static int32_t min_vocab() { return kFirstPhrase + 12; }
+
+private:
+    int32_t bos_, eos_;
+    std::vector<std::string> phrases_;
+};
+
+class DsmlParserAdapter : public OutputParser {
+public:
+    explicit DsmlParserAdapter(const ParserOptions& o)
+        : parser_(tokenizer::DsmlStreamParser::Options{o.thinking, o.parse_tools}) {}
+    ParsedDelta push(std::string_view text) override { return convert(parser_.feed(text)); }
+    ParsedDelta finish(bool length_cut) override {
+        return convert(
+            parser_.finish(length_cut ? tokenizer::FinishReason::kLength : tokenizer::FinishReason::kStop));
+    }
+
+private:
+    static ParsedDelta convert(const std::vector<tokenizer::ParseEvent>& events) {
+        ParsedDelta d;
+        for (const auto& e : events) {
+            switch (e.kind) {
+            case tokenizer::ParseEventKind::kReasoningDelta:
+                d.reasoning += e.text;
+                break;
+            case tokenizer::ParseEventKind::kContentDelta:
+                d.content += e.text;
+                break;
+            case tokenizer::ParseEventKind::kToolCallBegin:
+                d.tool_calls.push_back({e.index, "", e.text, ""});
+                break;
+            case tokenizer::ParseEventKind::kToolCallArgsDelta:
+                if (!d.tool_calls.empty() && d.tool_calls.back().index == e.index) {
+                    d.tool_calls.back().arguments += e.text;
+                } else {
+                    d.tool_calls.push_back({e.index, "", "", e.text});
+                }
+                break;
+            case tokenizer::ParseEventKind::kToolCallEnd:
+                break;
+            case tokenizer::ParseEventKind::kReasoningWasContent:
+                d.reasoning_was_content = true;
+                break;
+            }
+        }
+        return d;
+    }
+    tokenizer::DsmlStreamParser parser_;
+};
+
+tokenizer::Role role_of(const std::string& r) {
+    if (r == "system") return tokenizer::Role::kSystem;
+    if (r == "developer") return tokenizer::Role::kDeveloper;
+    if (r == "assistant") return tokenizer::Role::kAssistant;
+    if (r == "tool") return tokenizer::Role::kTool;
+    return tokenizer::Role::kUser;
+}
+
+} // namespace
+
+core::Result<std::unique_ptr<TextCodec>> load_hf_codec(const std::string& path) {
+    DI_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_file(path));
+    return std::unique_ptr<TextCodec>(std::make_unique<HfCodec>(std::move(tok), path));
+}
+
+std::unique_ptr<TextCodec> make_byte_codec(int32_t bos, int32_t eos) {
+    return std::make_unique<ByteCodec>(bos, eos);
+}
+int32_t byte_codec_min_vocab() {
+    return ByteCodec::min_vocab();
+}
+
+size_t hf_vocab_size(const TextCodec& codec) {
+    auto* hf = dynamic_cast<const HfCodec*>(&codec);
+    return hf ? hf->vocab() : 0;
+}
+
+core::Result<std::string> render_chat_text(const ChatPrompt& prompt) {
+    tokenizer::Conversation conv;
+    for (const auto& m : prompt.messages) {
+        tokenizer::Message msg;
+        msg.role = role_of(m.role);
+        msg.content = m.content;
+        if (!m.reasoning.empty()) msg.reasoning = m.reasoning;
+        for (const auto& tc : m.tool_calls) msg.tool_calls.push_back({tc.id, tc.name, tc.arguments});
+        msg.tool_call_id = m.tool_call_id;
+        conv.messages.push_back(std::move(msg));
+    }
+    if (prompt.tool_choice != "none" && !prompt.tools.empty()) {
+        conv.tools = tokenizer::Json::array();
+        for (const auto& t : prompt.tools) {
+            tokenizer::Json fn = {{"name", t.name}};
+            if (!t.description.empty()) fn["description"] = t.description;
+            fn["parameters"] = tokenizer::Json::parse(t.parameters_json, nullptr, false);
+            if (fn["parameters"].is_discarded()) fn["parameters"] = tokenizer::Json::object();
+            conv.tools.push_back({{"type", "function"}, {"function", fn}});
+        }
+    }
+    if (!prompt.response_format_json.empty()) {
+        // Like tools, the format instruction rides on the first system message (one is added if needed).
+        auto sys = std::find_if(conv.messages.begin(), conv.messages.end(),
+                                [](const auto& m) { return m.role == tokenizer::Role::kSystem; });
+        if (sys == conv.messages.end()) {
+            tokenizer::Message m;
+            m.role = tokenizer::Role::kSystem;
+            sys = conv.messages.insert(conv.messages.begin(), m);
+        }
+        sys->response_format = tokenizer::Json::parse(prompt.response_format_json, nullptr, false);
+        if (sys->response_format.is_discarded()) sys->response_format = nullptr;
+    }
+    tokenizer::ChatOptions opts;
+    opts.mode = !prompt.thinking                    ? tokenizer::ThinkingMode::kNonThinking
+                : prompt.reasoning_effort == "max"  ? tokenizer::ThinkingMode::kThinkingMax
+                : prompt.reasoning_effort == "high" ? tokenizer::ThinkingMode::kThinkingHigh
+                                                    : tokenizer::ThinkingMode::kThinkingLow;
+    return tokenizer::render_chat(conv, opts);
+}
+
+std::unique_ptr<OutputParser> make_dsml_parser(const ParserOptions& options) {
+    return std::make_unique<DsmlParserAdapter>(options);
+}
+
+} // namespace deepinfer::server::detail

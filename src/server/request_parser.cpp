@@ -1,0 +1,223 @@
+// Fields shared by both endpoints, and /v1/completions.
+
+#include "server/request_parser.h"
+
+#include <limits>
+
+#include "server/json_fields.h"
+#include "server/request_parser_internal.h"
+
+namespace deepinfer::server {
+
+using detail::FieldErrors;
+using detail::json;
+using detail::present;
+
+std::string json_shape_problem(std::string_view body, const ParserLimits& limits) {
+    std::vector<int> members; // per open container: -1 for arrays, member count for objects
+    long long total = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < body.size(); ++i) {
+        char c = body[i];
+        if (in_string) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            members.push_back(c == '[' ? -1 : 0);
+            if (static_cast<int>(members.size()) > limits.max_depth) {
+                return "request body is nested deeper than " + std::to_string(limits.max_depth) + " levels";
+            }
+        } else if (c == ']' || c == '}') {
+            if (!members.empty()) members.pop_back();
+        } else if (c == ':' && !members.empty() && members.back() >= 0) {
+            if (++members.back() > limits.max_object_members || ++total > limits.max_total_members) {
+                return "request body has objects with too many members";
+            }
+        }
+    }
+    return {};
+}
+
+namespace detail {
+
+std::optional<json> parse_body(std::string_view body, const ParserLimits& limits, FieldErrors& err) {
+    if (std::string why = json_shape_problem(body, limits); !why.empty()) {
+        err.fail("", why);
+        return std::nullopt;
+    }
+    json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+        err.fail("", "request body is not valid JSON");
+        return std::nullopt;
+    }
+    if (!j.is_object()) {
+        err.fail("", "request body must be a JSON object");
+        return std::nullopt;
+    }
+    return j;
+}
+
+bool parse_common(const json& j, const ParserLimits& limits, CommonRequest& r, FieldErrors& err) {
+    if (!present(j, "model")) return err.fail("model", "'model' is required");
+    read_string(j, "model", r.model, err);
+    SamplingOptions& s = r.sampling;
+    s.max_tokens = -1;
+    long long v = 0;
+    const long long kMaxTok = std::numeric_limits<int>::max();
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+        if (present(j, key) && read_int(j, key, 1, kMaxTok, v, err)) {
+            s.max_tokens = static_cast<int>(v);
+            r.max_tokens_set = true;
+        }
+    }
+    read_number(j, "temperature", 0.0, 2.0, s.temperature, err);
+    if (present(j, "top_p")) {
+        read_number(j, "top_p", 0.0, 1.0, s.top_p, err);
+        if (err.ok() && s.top_p <= 0.0) err.fail("top_p", "'top_p' must be in (0, 1]");
+    }
+    v = -1;
+    if (read_int(j, "top_k", -1, limits.vocab_size, v, err)) s.top_k = v == 0 ? -1 : static_cast<int>(v);
+    read_number(j, "min_p", 0.0, 1.0, s.min_p, err);
+    read_number(j, "presence_penalty", -2.0, 2.0, s.presence_penalty, err);
+    read_number(j, "frequency_penalty", -2.0, 2.0, s.frequency_penalty, err);
+    if (present(j, "repetition_penalty")) {
+        read_number(j, "repetition_penalty", 0.0, 10.0, s.repetition_penalty, err);
+        if (err.ok() && s.repetition_penalty <= 0.0) {
+            err.fail("repetition_penalty", "'repetition_penalty' must be in (0, 10]");
+        }
+    }
+    if (present(j, "logit_bias")) {
+        const json& lb = j.at("logit_bias");
+        if (!lb.is_object()) return err.fail("logit_bias", "'logit_bias' must be an object");
+        for (const auto& [key, val] : lb.items()) {
+            char* end = nullptr;
+            long long tok = std::strtoll(key.c_str(), &end, 10);
+            if (key.empty() || *end != '\0' || tok < 0 || tok >= limits.vocab_size) {
+                return err.fail("logit_bias", "'logit_bias' key '" + key + "' is not a token id in [0, " +
+                                                  std::to_string(limits.vocab_size) + ")");
+            }
+            if (!val.is_number() || val.get<double>() < -100.0 || val.get<double>() > 100.0) {
+                return err.fail("logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
+            }
+            s.logit_bias[static_cast<int32_t>(tok)] = val.get<double>();
+        }
+    }
+    if (present(j, "seed")) {
+        if (!j.at("seed").is_number_integer()) return err.fail("seed", "'seed' must be an integer");
+        s.seed = j.at("seed").is_number_unsigned() ? j.at("seed").get<uint64_t>()
+                                                   : static_cast<uint64_t>(j.at("seed").get<int64_t>());
+    }
+    v = 1;
+    if (read_int(j, "n", 1, limits.max_n, v, err)) r.n = static_cast<int>(v);
+    if (present(j, "stop")) {
+        const json& st = j.at("stop");
+        if (st.is_string()) {
+            r.stop.push_back(st.get<std::string>());
+        } else if (st.is_array()) {
+            if (static_cast<int>(st.size()) > limits.max_stop) {
+                return err.fail("stop",
+                                "'stop' has more than " + std::to_string(limits.max_stop) + " entries");
+            }
+            for (const auto& e : st) {
+                if (!e.is_string()) return err.fail("stop", "'stop' must be a string or a list of strings");
+                r.stop.push_back(e.get<std::string>());
+            }
+        } else {
+            return err.fail("stop", "'stop' must be a string or a list of strings");
+        }
+        for (const auto& s_ : r.stop) {
+            if (s_.empty()) return err.fail("stop", "'stop' strings must not be empty");
+        }
+    }
+    read_bool(j, "stream", r.stream, err);
+    if (present(j, "stream_options")) {
+        const json& so = j.at("stream_options");
+        if (!so.is_object()) return err.fail("stream_options", "'stream_options' must be an object");
+        if (!r.stream) return err.fail("stream_options", "'stream_options' is only allowed with stream=true");
+        read_bool(so, "include_usage", r.include_usage, err, "stream_options");
+    }
+    read_string(j, "user", r.user, err);
+    if (present(j, "deepinfer_test")) {
+        const json& t = j.at("deepinfer_test");
+        if (!t.is_object()) return err.fail("deepinfer_test", "'deepinfer_test' must be an object");
+        read_string(t, "forced_output", r.forced_output, err, "deepinfer_test");
+    }
+    return err.ok();
+}
+
+} // namespace detail
+
+Parsed<CompletionRequest> parse_completion_request(std::string_view body, const ParserLimits& limits) {
+    FieldErrors err;
+    auto j = detail::parse_body(body, limits, err);
+    if (!j) return err.error();
+    CompletionRequest r;
+    if (!detail::parse_common(*j, limits, r.common, err)) return err.error();
+    if (r.common.sampling.max_tokens < 0) r.common.sampling.max_tokens = 16; // OpenAI's default
+    if (!present(*j, "prompt")) return invalid_param("prompt", "'prompt' is required");
+    const json& p = j->at("prompt");
+    auto token_list = [&](const json& arr, std::vector<int32_t>& out) {
+        for (const auto& t : arr) {
+            if (!t.is_number_integer() || t.get<long long>() < 0 || t.get<long long>() >= limits.vocab_size) {
+                return err.fail("prompt", "'prompt' token ids must be integers in [0, " +
+                                              std::to_string(limits.vocab_size) + ")");
+            }
+            out.push_back(static_cast<int32_t>(t.get<long long>()));
+        }
+        if (out.empty()) return err.fail("prompt", "'prompt' must not be empty");
+        return true;
+    };
+    const char* kShape =
+        "'prompt' must be a string, a list of strings, a list of token ids or a list of lists";
+    if (p.is_string()) {
+        r.prompts.emplace_back(p.get<std::string>());
+    } else if (p.is_array() && !p.empty() && p[0].is_string()) {
+        for (const auto& e : p) {
+            if (!e.is_string()) return invalid_param("prompt", kShape);
+            r.prompts.emplace_back(e.get<std::string>());
+        }
+    } else if (p.is_array() && !p.empty() && p[0].is_array()) {
+        for (const auto& e : p) {
+            std::vector<int32_t> ids;
+            if (!e.is_array()) return invalid_param("prompt", kShape);
+            if (!token_list(e, ids)) return err.error();
+            r.prompts.emplace_back(std::move(ids));
+        }
+    } else if (p.is_array() && !p.empty()) {
+        std::vector<int32_t> ids;
+        if (!token_list(p, ids)) return err.error();
+        r.prompts.emplace_back(std::move(ids));
+    } else {
+        return invalid_param("prompt", kShape);
+    }
+    if (static_cast<int>(r.prompts.size()) * r.common.n > limits.max_n * 4) {
+        return invalid_param("prompt", "too many prompts x n in one request");
+    }
+    long long lp = -1;
+    if (detail::read_int(*j, "logprobs", 0, limits.max_top_logprobs, lp, err)) {
+        r.common.sampling.top_logprobs = static_cast<int>(lp);
+    }
+    detail::read_bool(*j, "echo", r.echo, err);
+    if (r.echo)
+        return ApiError{400, "invalid_request_error", "'echo' is not supported", "echo", "unsupported_value"};
+    if (present(*j, "suffix")) {
+        return ApiError{400, "invalid_request_error", "'suffix' is not supported", "suffix",
+                        "unsupported_value"};
+    }
+    long long best_of = r.common.n;
+    detail::read_int(*j, "best_of", 1, limits.max_n, best_of, err);
+    if (err.ok() && best_of != r.common.n) {
+        return ApiError{400, "invalid_request_error", "'best_of' other than n is not supported", "best_of",
+                        "unsupported_value"};
+    }
+    if (!err.ok()) return err.error();
+    return r;
+}
+
+} // namespace deepinfer::server

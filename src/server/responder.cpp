@@ -1,0 +1,100 @@
+#include "server/responder.h"
+
+#include "core/logging.h"
+
+namespace deepinfer::server {
+
+Responder::Responder(HttpServer::State& s, std::string endpoint, std::unique_ptr<Generation> gen,
+                     ResponseMeta meta, bool stream, bool include_usage, int prompt_tokens)
+    : s_(s), endpoint_(std::move(endpoint)), gen_(std::move(gen)), meta_(std::move(meta)), stream_(stream),
+      include_usage_(include_usage), prompt_tokens_(prompt_tokens), prompt_of_choice_(gen_->num_choices(), 0),
+      start_(std::chrono::steady_clock::now()), last_write_(start_), last_token_(gen_->num_choices()) {
+    Backend* b = &s.backend;
+    token_text_ = [b](int32_t t) { return b->token_text(t); };
+}
+
+void Responder::attach(httplib::Response& res) {
+    auto self = shared_from_this();
+    const char* type = stream_ ? "text/event-stream" : "application/json; charset=utf-8";
+    if (stream_) res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        type, [self](size_t, httplib::DataSink& sink) { return self->step(sink); },
+        [self](bool success) { self->on_release(success); });
+}
+
+Usage Responder::usage() const {
+    Usage u;
+    u.prompt_tokens = prompt_tokens_;
+    std::vector<bool> prompt_counted;
+    for (int i = 0; i < gen_->num_choices(); ++i) {
+        u.completion_tokens += gen_->pipeline(i).completion_tokens();
+        u.reasoning_tokens += gen_->pipeline(i).reasoning_tokens();
+        size_t p = prompt_of_choice_[i];
+        if (prompt_counted.size() <= p) prompt_counted.resize(p + 1, false);
+        if (!prompt_counted[p]) {
+            prompt_counted[p] = true;
+            u.cached_tokens += gen_->cached_tokens(i);
+        }
+    }
+    return u;
+}
+
+std::string Responder::error_event() const {
+    return sse_event(json::parse(from_status(error_).to_json()));
+}
+
+bool Responder::step(httplib::DataSink& sink) {
+    std::string buf;
+    if (!started_) {
+        started_ = true;
+        buf = prelude();
+    }
+    auto outs = gen_->poll(std::chrono::milliseconds(std::min(s_.config.heartbeat_ms, 100)));
+    auto now = std::chrono::steady_clock::now();
+    for (auto& [i, out] : outs) {
+        if (out.new_tokens > 0) {
+            s_.metrics.add_generation_tokens(out.new_tokens);
+            if (!first_token_seen_) {
+                first_token_seen_ = true;
+                s_.metrics.observe_ttft(std::chrono::duration<double>(now - start_).count());
+            } else if (last_token_[i] != std::chrono::steady_clock::time_point()) {
+                s_.metrics.observe_inter_token(std::chrono::duration<double>(now - last_token_[i]).count());
+            }
+            last_token_[i] = now;
+        }
+        if (!out.error.ok() && error_.ok()) error_ = out.error;
+        if (out.finish_reason) s_.metrics.finished(*out.finish_reason);
+        on_output(i, out, buf);
+    }
+    if (gen_->done()) {
+        buf += finale();
+        completed_ = true;
+        if (!sink.write(buf.data(), buf.size())) return false;
+        sink.done();
+        return true;
+    }
+    if (buf.empty() && now - last_write_ >= std::chrono::milliseconds(s_.config.heartbeat_ms)) {
+        buf = stream_ ? ": keep-alive\n\n" : " ";
+    }
+    if (!buf.empty()) {
+        last_write_ = now;
+        if (!sink.write(buf.data(), buf.size())) {
+            gen_->abort_all(); // the client went away
+            return false;
+        }
+    }
+    return true;
+}
+
+void Responder::on_release(bool success) {
+    gen_->abort_all();
+    bool ok = success && completed_;
+    s_.metrics.count_request(endpoint_, ok ? 200 : 499);
+    if (ok) s_.metrics.observe_e2e(seconds_since(start_));
+    if (!ok) {
+        DI_LOG(Info) << meta_.id << ": client disconnected; request aborted";
+    }
+    s_.release();
+}
+
+} // namespace deepinfer::server

@@ -1,0 +1,190 @@
+#include "server/response_builder.h"
+
+#include "server/json_fields.h"
+
+namespace deepinfer::server {
+
+namespace {
+json bytes_of(const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(static_cast<int>(c));
+    return b;
+}
+json finish_json(const std::optional<std::string>& f) {
+    return f ? json(*f) : json(nullptr);
+}
+} // namespace
+
+json usage_json(const Usage& u) {
+    return {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+            {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
+}
+
+void ChatChoiceResult::merge(const ParsedDelta& d) {
+    content += d.content;
+    reasoning += d.reasoning;
+    if (d.reasoning_was_content) {
+        content = reasoning + content;
+        reasoning.clear();
+    }
+    for (const auto& tc : d.tool_calls) {
+        ToolCallDelta* call = nullptr;
+        for (auto& c : tool_calls) call = c.index == tc.index ? &c : call;
+        if (!call) {
+            tool_calls.push_back(tc);
+            continue;
+        }
+        if (!tc.id.empty()) call->id = tc.id;
+        if (!tc.name.empty()) call->name = tc.name;
+        call->arguments += tc.arguments;
+    }
+}
+
+json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& token_text) {
+    json content = json::array();
+    for (const auto& lp : lps) {
+        std::string t = token_text(lp.token);
+        json top = json::array();
+        for (const auto& [tok, logprob] : lp.top) {
+            std::string tt = token_text(tok);
+            top.push_back({{"token", tt}, {"logprob", logprob}, {"bytes", bytes_of(tt)}});
+        }
+        content.push_back(
+            {{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+}
+
+json text_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& token_text,
+                        size_t text_offset) {
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+    for (const auto& lp : lps) {
+        std::string t = token_text(lp.token);
+        tokens.push_back(t);
+        token_logprobs.push_back(lp.logprob);
+        json m = json::object();
+        for (const auto& [tok, logprob] : lp.top) m[token_text(tok)] = logprob;
+        top.push_back(m);
+        offsets.push_back(text_offset);
+        text_offset += t.size();
+    }
+    return {{"tokens", tokens},
+            {"token_logprobs", token_logprobs},
+            {"top_logprobs", top},
+            {"text_offset", offsets}};
+}
+
+json chat_completion_json(const ResponseMeta& meta, const std::vector<ChatChoiceResult>& choices,
+                          const Usage& usage, bool with_logprobs, const TokenText& token_text) {
+    json cs = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const auto& c = choices[i];
+        json msg = {{"role", "assistant"}};
+        msg["content"] = c.content.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.content);
+        if (!c.reasoning.empty()) {
+            msg["reasoning_content"] = c.reasoning;
+            msg["reasoning"] = c.reasoning;
+        } else {
+            msg["reasoning_content"] = nullptr;
+            msg["reasoning"] = nullptr;
+        }
+        if (!c.tool_calls.empty()) {
+            json tcs = json::array();
+            for (const auto& tc : c.tool_calls) {
+                tcs.push_back({{"id", tc.id},
+                               {"type", "function"},
+                               {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+            }
+            msg["tool_calls"] = tcs;
+        }
+        cs.push_back(
+            {{"index", i},
+             {"message", msg},
+             {"logprobs", with_logprobs ? chat_logprobs_json(c.logprobs, token_text) : json(nullptr)},
+             {"finish_reason", c.finish_reason}});
+    }
+    return {{"id", meta.id}, {"object", "chat.completion"}, {"created", meta.created}, {"model", meta.model},
+            {"choices", cs}, {"usage", usage_json(usage)}};
+}
+
+json text_completion_json(const ResponseMeta& meta, const std::vector<TextChoiceResult>& choices,
+                          const Usage& usage, bool with_logprobs, const TokenText& token_text) {
+    json cs = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const auto& c = choices[i];
+        cs.push_back(
+            {{"index", i},
+             {"text", c.text},
+             {"logprobs", with_logprobs ? text_logprobs_json(c.logprobs, token_text, 0) : json(nullptr)},
+             {"finish_reason", c.finish_reason}});
+    }
+    return {{"id", meta.id}, {"object", "text_completion"}, {"created", meta.created}, {"model", meta.model},
+            {"choices", cs}, {"usage", usage_json(usage)}};
+}
+
+json chat_delta_json(const ParsedDelta& d, bool first) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!d.reasoning.empty()) {
+        delta["reasoning_content"] = d.reasoning;
+        delta["reasoning"] = d.reasoning;
+    }
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (first && d.content.empty()) delta["content"] = "";
+    if (!d.tool_calls.empty()) {
+        json tcs = json::array();
+        for (const auto& tc : d.tool_calls) {
+            json call = {{"index", tc.index}};
+            json fn = {{"arguments", tc.arguments}};
+            if (!tc.id.empty()) {
+                call["id"] = tc.id;
+                call["type"] = "function";
+            }
+            if (!tc.name.empty()) fn["name"] = tc.name;
+            call["function"] = fn;
+            tcs.push_back(call);
+        }
+        delta["tool_calls"] = tcs;
+    }
+    return delta;
+}
+
+json chat_chunk_json(const ResponseMeta& meta, int index, json delta,
+                     const std::optional<std::string>& finish, json logprobs) {
+    json choice = {{"index", index},
+                   {"delta", std::move(delta)},
+                   {"logprobs", std::move(logprobs)},
+                   {"finish_reason", finish_json(finish)}};
+    return {{"id", meta.id},
+            {"object", "chat.completion.chunk"},
+            {"created", meta.created},
+            {"model", meta.model},
+            {"choices", json::array({choice})}};
+}
+
+json text_chunk_json(const ResponseMeta& meta, int index, const std::string& text,
+                     const std::optional<std::string>& finish, json logprobs) {
+    json choice = {{"index", index},
+                   {"text", text},
+                   {"logprobs", std::move(logprobs)},
+                   {"finish_reason", finish_json(finish)}};
+    return {{"id", meta.id},
+            {"object", "text_completion"},
+            {"created", meta.created},
+            {"model", meta.model},
+            {"choices", json::array({choice})}};
+}
+
+json usage_chunk_json(const ResponseMeta& meta, const char* object, const Usage& usage) {
+    return {{"id", meta.id},       {"object", object},         {"created", meta.created},
+            {"model", meta.model}, {"choices", json::array()}, {"usage", usage_json(usage)}};
+}
+
+std::string sse_event(const json& j) {
+    return "data: " + detail::dump_json(j) + "\n\n";
+}
+
+} // namespace deepinfer::server

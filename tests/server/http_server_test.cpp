@@ -1,0 +1,217 @@
+// The HTTP layer in-process: a FakeBackend behind HttpServer on a free loopback port.
+
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/fake_backend.h"
+
+namespace deepinfer::server {
+namespace {
+
+using json = nlohmann::json;
+
+class HttpServerTest : public ::testing::Test {
+protected:
+    void start(ServerConfig cfg = {}, FakeBackendConfig fake = {}) {
+        backend_ = std::make_unique<FakeBackend>(fake);
+        cfg.port = 0;
+        cfg.enable_test_hooks = true;
+        cfg.http_threads = 16;
+        server_ = std::make_unique<HttpServer>(*backend_, cfg);
+        auto port = server_->bind();
+        ASSERT_TRUE(port.ok());
+        port_ = *port;
+        thread_ = std::thread([this] { (void)server_->serve(); });
+        client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+        client_->set_read_timeout(30);
+        for (int i = 0; i < 100 && !client_->Get("/health"); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+    void TearDown() override {
+        if (server_) server_->stop();
+        if (thread_.joinable()) thread_.join();
+    }
+    httplib::Result post(const std::string& path, const json& body, httplib::Headers h = {}) {
+        return client_->Post(path.c_str(), h, body.dump(), "application/json");
+    }
+    json chat(const std::string& text = "hi") {
+        return {{"model", "fake-v4"}, {"messages", json::array({{{"role", "user"}, {"content", text}}})}};
+    }
+    // Splits an SSE body into its data payloads.
+    static std::vector<std::string> sse_data(const std::string& body) {
+        std::vector<std::string> out;
+        size_t pos = 0;
+        while ((pos = body.find("data: ", pos)) != std::string::npos) {
+            size_t end = body.find("\n\n", pos);
+            out.push_back(body.substr(pos + 6, end - pos - 6));
+            pos = end;
+        }
+        return out;
+    }
+    void wait_idle() {
+        for (int i = 0; i < 200 && backend_->live_requests() > 0; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+
+    std::unique_ptr<FakeBackend> backend_;
+    std::unique_ptr<HttpServer> server_;
+    std::unique_ptr<httplib::Client> client_;
+    std::thread thread_;
+    int port_ = 0;
+};
+
+TEST_F(HttpServerTest, HealthModelsAndMetrics) {
+    start();
+    auto h = client_->Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    auto m = client_->Get("/v1/models");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(json::parse(m->body)["data"][0]["id"], "fake-v4");
+    auto met = client_->Get("/metrics");
+    ASSERT_TRUE(met);
+    EXPECT_NE(met->body.find("deepinfer_num_requests_running"), std::string::npos);
+    auto nf = client_->Get("/nope");
+    ASSERT_TRUE(nf);
+    EXPECT_EQ(nf->status, 404);
+    EXPECT_TRUE(json::parse(nf->body).contains("error"));
+}
+
+TEST_F(HttpServerTest, ChatWithForcedToolCallOutput) {
+    start();
+    json body = chat();
+    body["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}}}}});
+    body["chat_template_kwargs"] = {{"thinking", true}};
+    body["deepinfer_test"] = {{"forced_output",
+                               "hmm</think>ok<｜DSML｜invoke name=\"get_weather\">"
+                               "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>"
+                               "</｜DSML｜invoke>"}};
+    auto r = post("/v1/chat/completions", body);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    json j = json::parse(r->body);
+    const json& msg = j["choices"][0]["message"];
+    EXPECT_EQ(msg["reasoning_content"], "hmm");
+    EXPECT_EQ(msg["reasoning"], "hmm");
+    EXPECT_EQ(msg["content"], "ok");
+    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>())["city"], "Paris");
+    EXPECT_FALSE(msg["tool_calls"][0]["id"].get<std::string>().empty());
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+    EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 0);
+    EXPECT_EQ(j["usage"]["total_tokens"],
+              j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+}
+
+TEST_F(HttpServerTest, StreamingChatEndsWithUsageAndDone) {
+    start();
+    json body = chat();
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    body["max_tokens"] = 9;
+    body["n"] = 2;
+    auto r = post("/v1/chat/completions", body);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    auto data = sse_data(r->body);
+    ASSERT_GE(data.size(), 4u);
+    EXPECT_EQ(data.back(), "[DONE]");
+    json usage = json::parse(data[data.size() - 2]);
+    EXPECT_TRUE(usage["choices"].empty());
+    EXPECT_EQ(usage["usage"]["completion_tokens"], 18);
+    std::string text[2];
+    int finishes = 0;
+    for (size_t i = 0; i + 2 < data.size(); ++i) {
+        json c = json::parse(data[i]);
+        EXPECT_EQ(c["object"], "chat.completion.chunk");
+        int idx = c["choices"][0]["index"];
+        if (c["choices"][0]["delta"].contains("content")) text[idx] += c["choices"][0]["delta"]["content"];
+        if (!c["choices"][0]["finish_reason"].is_null()) {
+            ++finishes;
+            EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+        }
+    }
+    EXPECT_EQ(finishes, 2);
+    EXPECT_EQ(text[0].size(), 9u);
+    EXPECT_EQ(text[1].size(), 9u);
+}
+
+TEST_F(HttpServerTest, ErrorCodes) {
+    ServerConfig cfg;
+    cfg.api_key = "secret";
+    FakeBackendConfig fake;
+    fake.context_length = 64;
+    start(cfg, fake);
+    httplib::Headers auth = {{"Authorization", "Bearer secret"}};
+    auto r = post("/v1/chat/completions", chat());
+    EXPECT_EQ(r->status, 401);
+    r = post("/v1/chat/completions", chat(), {{"Authorization", "Bearer wrong"}});
+    EXPECT_EQ(r->status, 401);
+    json wrong_model = chat();
+    wrong_model["model"] = "gpt-9";
+    r = post("/v1/chat/completions", wrong_model, auth);
+    EXPECT_EQ(r->status, 404);
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_found");
+    r = post("/v1/chat/completions", chat(std::string(100, 'x')), auth);
+    EXPECT_EQ(r->status, 413);
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "messages");
+    json big = chat();
+    big["max_tokens"] = 1000;
+    r = post("/v1/chat/completions", big, auth);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "max_tokens");
+    r = client_->Post("/v1/completions", auth, "{not json", "application/json");
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(client_->Get("/health")->status, 200); // health needs no key
+}
+
+TEST_F(HttpServerTest, FullServerAnswers429) {
+    ServerConfig cfg;
+    cfg.max_inflight = 1;
+    FakeBackendConfig fake;
+    fake.step_delay_us = 20000; // 200 tokens take ~4 s
+    start(cfg, fake);
+    json slow = {{"model", "fake-v4"}, {"prompt", "x"}, {"max_tokens", 200}, {"stream", true}};
+    std::thread t([&] {
+        httplib::Client c("127.0.0.1", port_);
+        c.Post("/v1/completions", {}, slow.dump(), "application/json");
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto r = post("/v1/completions", {{"model", "fake-v4"}, {"prompt", "y"}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 429);
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "rate_limit_exceeded");
+    t.join();
+}
+
+TEST_F(HttpServerTest, ClientDisconnectAbortsTheRequest) {
+    FakeBackendConfig fake;
+    fake.step_delay_us = 5000;
+    start({}, fake);
+    json body = {{"model", "fake-v4"}, {"prompt", "x"}, {"max_tokens", 4000}, {"stream", true}};
+    httplib::Client c("127.0.0.1", port_);
+    int chunks = 0;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+    auto r = c.send(req);
+    EXPECT_GE(chunks, 3);
+    c.stop();
+    wait_idle(); // ~2 s here; the request alone would run for ~20 s
+
+    EXPECT_EQ(backend_->live_requests(), 0);
+    auto met = client_->Get("/metrics");
+    EXPECT_NE(met->body.find("status=\"499\"} 1"), std::string::npos);
+}
+
+} // namespace
+} // namespace deepinfer::server

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# ctest entry for the Python server tests: tests/server/py/run.sh api|load|fuzz path/to/deepinfer
+# Creates (once) the pinned venv via scripts/setup-pytest.sh, then runs test_<suite>.py with unittest.
+# DEEPINFER_TEST_MODEL=DIR serves that model with the real engine; unset, the fake backend is used.
+set -euo pipefail
+suite="$1"
+bin="$(realpath "$2")"
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+py="$("$root/scripts/setup-pytest.sh")"
+cd "$here"
+DEEPINFER_BIN="$bin" exec timeout 560 "$root/$py" -m unittest -v "test_$suite"

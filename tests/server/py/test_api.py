@@ -1,0 +1,335 @@
+"""The OpenAI API through the official `openai` client and raw HTTP: chat and completions, streaming or
+not, n > 1, logprobs, stop strings, seeds, tool calls, reasoning, and every class of bad input."""
+
+import json
+import socket
+import threading
+import time
+import unittest
+
+import openai
+import requests
+
+from common import Server, sse_events
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+DSML_CALL = ("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+             "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+             "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+             "</｜DSML｜invoke>\n</｜DSML｜tool_calls>")
+
+
+def forced(text):
+    return {"deepinfer_test": {"forced_output": text}}
+
+
+class Api(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server().__enter__()
+        cls.client = cls.server.client()
+        cls.model = cls.server.model
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.__exit__(None, None, None)
+
+    def chat(self, **kw):
+        kw.setdefault("messages", [{"role": "user", "content": "Say something."}])
+        return self.client.chat.completions.create(model=self.model, **kw)
+
+    def post(self, path, body, **kw):
+        return requests.post(self.server.url(path), json=body, timeout=60, **kw)
+
+    # ---- happy paths ----
+
+    def test_models(self):
+        ids = [m.id for m in self.client.models.list().data]
+        self.assertEqual(ids, [self.model])
+
+    def test_chat_non_streaming(self):
+        r = self.chat(max_tokens=8, temperature=0)
+        c = r.choices[0]
+        self.assertEqual(r.object, "chat.completion")
+        self.assertEqual(c.message.role, "assistant")
+        self.assertIsInstance(c.message.content, str)
+        self.assertIn(c.finish_reason, ("stop", "length"))
+        self.assertLessEqual(r.usage.completion_tokens, 8)
+        self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens)
+        self.assertIsNotNone(r.usage.prompt_tokens_details)
+        self.assertGreaterEqual(r.usage.prompt_tokens_details.cached_tokens, 0)
+
+    def test_chat_streaming_with_usage(self):
+        stream = self.chat(max_tokens=10, stream=True, stream_options={"include_usage": True}, temperature=0)
+        chunks = list(stream)
+        self.assertEqual(chunks[0].choices[0].delta.role, "assistant")
+        usage = chunks[-1]
+        self.assertEqual(usage.choices, [])
+        self.assertEqual(len({c.id for c in chunks}), 1)
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        self.assertEqual(len(finishes), 1)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        full = self.chat(max_tokens=10, temperature=0).choices[0].message.content
+        self.assertEqual(text, full)  # greedy: streaming and not agree
+        self.assertEqual(usage.usage.completion_tokens, self.chat(max_tokens=10, temperature=0).usage.completion_tokens)
+
+    def test_completions(self):
+        r = self.client.completions.create(model=self.model, prompt="Once upon a time", max_tokens=6, temperature=0)
+        self.assertEqual(r.object, "text_completion")
+        self.assertLessEqual(r.usage.completion_tokens, 6)
+        s = list(self.client.completions.create(model=self.model, prompt="Once upon a time", max_tokens=6,
+                                                temperature=0, stream=True))
+        self.assertEqual("".join(c.choices[0].text for c in s if c.choices), r.choices[0].text)
+
+    def test_completions_prompt_shapes(self):
+        ids = self.client.completions.create(model=self.model, prompt=[1, 2, 3], max_tokens=2)
+        self.assertEqual(ids.usage.prompt_tokens, 3)
+        many = self.client.completions.create(model=self.model, prompt=["a", "bb", "ccc"], max_tokens=2, n=2)
+        self.assertEqual(sorted(c.index for c in many.choices), list(range(6)))
+        lists = self.client.completions.create(model=self.model, prompt=[[5, 6], [7]], max_tokens=1)
+        self.assertEqual(lists.usage.prompt_tokens, 3)
+
+    def test_n_greater_than_one(self):
+        r = self.chat(n=3, max_tokens=5)
+        self.assertEqual(sorted(c.index for c in r.choices), [0, 1, 2])
+        chunks = list(self.chat(n=3, max_tokens=5, stream=True))
+        finished = sorted(c.choices[0].index for c in chunks if c.choices and c.choices[0].finish_reason)
+        self.assertEqual(finished, [0, 1, 2])
+
+    def test_logprobs(self):
+        r = self.chat(max_tokens=6, logprobs=True, top_logprobs=3)
+        lp = r.choices[0].logprobs.content
+        self.assertEqual(len(lp), r.usage.completion_tokens)
+        for t in lp:
+            self.assertLessEqual(t.logprob, 0.0)
+            self.assertEqual(len(t.top_logprobs), 3)
+            self.assertEqual(bytes(t.bytes).decode("utf-8", "replace"), t.token)
+        c = self.client.completions.create(model=self.model, prompt="x", max_tokens=4, logprobs=2)
+        self.assertEqual(len(c.choices[0].logprobs.tokens), c.usage.completion_tokens)
+        self.assertEqual(len(c.choices[0].logprobs.top_logprobs[0]), 2)
+        self.assertIsNone(self.chat(max_tokens=2).choices[0].logprobs)
+
+    def test_seeded_requests_reproduce(self):
+        a = self.chat(max_tokens=24, temperature=1.0, seed=1234).choices[0].message.content
+        b = self.chat(max_tokens=24, temperature=1.0, seed=1234).choices[0].message.content
+        self.assertEqual(a, b)
+        s = "".join(c.choices[0].delta.content or "" for c in
+                    self.chat(max_tokens=24, temperature=1.0, seed=1234, stream=True) if c.choices)
+        self.assertEqual(a, s)
+
+    def test_stop_strings(self):
+        base = self.client.completions.create(model=self.model, prompt="stop test", max_tokens=40, seed=99,
+                                              temperature=1.0)
+        text = base.choices[0].text
+        if len(text) < 12:
+            self.skipTest("model produced too little text to pick a stop string from")
+        stop = text[8:11]
+        first = text.find(stop)
+        r = self.client.completions.create(model=self.model, prompt="stop test", max_tokens=40, seed=99,
+                                           temperature=1.0, stop=[stop, "\x00never"])
+        self.assertEqual(r.choices[0].text, text[:first])
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        streamed = "".join(c.choices[0].text for c in self.client.completions.create(
+            model=self.model, prompt="stop test", max_tokens=40, seed=99, temperature=1.0, stop=stop,
+            stream=True) if c.choices)
+        self.assertEqual(streamed, text[:first])
+
+    def test_forced_stop_string_is_never_emitted(self):
+        out = "alpha beta ##END## gamma"
+        for stream in (False, True):
+            r = self.post("/v1/chat/completions", {"model": self.model, "stream": stream, "stop": "##END##",
+                                                   "messages": [{"role": "user", "content": "x"}], **forced(out)},
+                          stream=stream)
+            self.assertEqual(r.status_code, 200)
+            if stream:
+                text = "".join(json.loads(e)["choices"][0]["delta"].get("content", "")
+                               for e in sse_events(r.iter_lines()) if e != "[DONE]" and json.loads(e)["choices"])
+            else:
+                text = r.json()["choices"][0]["message"]["content"]
+            self.assertEqual(text, "alpha beta ")
+
+    def test_reasoning_in_both_fields(self):
+        out = "Let me think.</think>The answer is 4."
+        r = self.chat(extra_body={"chat_template_kwargs": {"thinking": True}, **forced(out)})
+        msg = r.choices[0].message.model_dump()
+        self.assertEqual(msg["reasoning_content"], "Let me think.")
+        self.assertEqual(msg["reasoning"], "Let me think.")
+        self.assertEqual(msg["content"], "The answer is 4.")
+        chunks = list(self.chat(stream=True, reasoning_effort="high", extra_body=forced(out)))
+        deltas = [c.choices[0].delta.model_dump() for c in chunks if c.choices]
+        self.assertEqual("".join(d.get("reasoning_content") or "" for d in deltas), "Let me think.")
+        self.assertEqual("".join(d.get("reasoning") or "" for d in deltas), "Let me think.")
+        self.assertEqual("".join(d.get("content") or "" for d in deltas), "The answer is 4.")
+
+    def test_tool_calls(self):
+        r = self.chat(tools=TOOLS, extra_body=forced("Checking." + DSML_CALL))
+        c = r.choices[0]
+        self.assertEqual(c.finish_reason, "tool_calls")
+        self.assertEqual(c.message.content, "Checking.")
+        call = c.message.tool_calls[0]
+        self.assertEqual(call.type, "function")
+        self.assertEqual(call.function.name, "get_weather")
+        self.assertEqual(json.loads(call.function.arguments), {"city": "Paris", "days": 3})
+        self.assertTrue(call.id)
+        # Streaming: argument fragments arrive in several chunks and assemble to the same JSON.
+        chunks = [c for c in self.chat(tools=TOOLS, stream=True, extra_body=forced("Checking." + DSML_CALL))
+                  if c.choices]
+        frags = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+        self.assertGreaterEqual(len(frags), 3)
+        self.assertEqual(frags[0].function.name, "get_weather")
+        self.assertTrue(frags[0].id)
+        self.assertEqual(json.loads("".join(f.function.arguments or "" for f in frags)), {"city": "Paris", "days": 3})
+        self.assertNotIn("DSML", "".join(c.choices[0].delta.content or "" for c in chunks))
+        self.assertEqual([c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason], ["tool_calls"])
+
+    def test_tool_choice_none_leaves_markup_unparsed_and_round_trip_accepted(self):
+        r = self.chat(tools=TOOLS, tool_choice="none", extra_body=forced("plain"))
+        self.assertIsNone(r.choices[0].message.tool_calls)
+        for choice in ("auto", "required", {"type": "function", "function": {"name": "get_weather"}}):
+            self.assertEqual(self.chat(tools=TOOLS, tool_choice=choice, max_tokens=2).object, "chat.completion")
+        history = [
+            {"role": "system", "content": "You are terse."},
+            {"role": "developer", "content": "Use tools."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": None, "reasoning_content": "Need the tool.",
+             "tool_calls": [{"id": "call_1", "type": "function",
+                             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        ]
+        r = self.chat(messages=history, tools=TOOLS, max_tokens=4)
+        self.assertEqual(r.object, "chat.completion")
+
+    def test_response_format_and_user(self):
+        r = self.chat(response_format={"type": "json_object"}, user="u-1", max_tokens=3)
+        self.assertEqual(r.object, "chat.completion")
+        r = self.chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object"}}}, max_tokens=3)
+        self.assertEqual(r.object, "chat.completion")
+
+    def test_max_completion_tokens_and_sampling_fields(self):
+        r = self.chat(max_completion_tokens=3, top_p=0.9, presence_penalty=0.5, frequency_penalty=0.5,
+                      extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1})
+        self.assertLessEqual(r.usage.completion_tokens, 3)
+
+    # ---- bad input ----
+
+    def expect_error(self, status, param, body=None, raw=None, path="/v1/chat/completions", headers=None):
+        if raw is not None:
+            r = requests.post(self.server.url(path), data=raw, timeout=30,
+                              headers=headers or {"Content-Type": "application/json"})
+        else:
+            r = requests.post(self.server.url(path), json=body, timeout=30, headers=headers)
+        self.assertEqual(r.status_code, status, r.text)
+        err = r.json()["error"]
+        self.assertIsInstance(err["message"], str)
+        self.assertIn("type", err)
+        if param is not None:
+            self.assertEqual(err["param"], param)
+        return err
+
+    def test_malformed_json(self):
+        for raw in (b"{", b"not json", b"[1,2]", b"", b"\xff\xfe", b'{"model": "x",}'):
+            self.expect_error(400, None, raw=raw)
+            self.expect_error(400, None, raw=raw, path="/v1/completions")
+
+    def test_wrong_types_and_invalid_sampling_values(self):
+        msgs = [{"role": "user", "content": "hi"}]
+        cases = [("temperature", "hot"), ("temperature", -1), ("temperature", 5), ("top_p", 0), ("top_p", 2),
+                 ("top_k", -5), ("min_p", 1.5), ("presence_penalty", 3), ("frequency_penalty", -3),
+                 ("repetition_penalty", 0), ("max_tokens", 0), ("max_tokens", "ten"), ("n", 0), ("n", 10000),
+                 ("seed", "abc"), ("stop", 3), ("logit_bias", {"x": 1}), ("logit_bias", {"1": 500}),
+                 ("stream", "yes"), ("logprobs", "yes"), ("tools", "x"), ("tool_choice", "always"),
+                 ("messages", "hi"), ("messages", []), ("response_format", {"type": "yaml"}),
+                 ("reasoning_effort", "ultra")]
+        for field, value in cases:
+            body = {"model": self.model, "messages": msgs, field: value}
+            err = self.expect_error(400, None, body)
+            self.assertTrue(err["param"].startswith(field), (field, value, err))
+        with self.assertRaises(openai.BadRequestError) as ctx:
+            self.chat(temperature=9)
+        self.assertEqual(ctx.exception.body["param"], "temperature")
+
+    def test_unknown_model(self):
+        with self.assertRaises(openai.NotFoundError):
+            self.client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
+        self.expect_error(404, "model", {"model": "nope", "prompt": "x"}, path="/v1/completions")
+
+    def test_prompt_over_context_limit(self):
+        long = "word " * (self.server.context + 10)
+        err = self.expect_error(413, "messages", {"model": self.model, "messages": [{"role": "user", "content": long}]})
+        self.assertEqual(err["code"], "context_length_exceeded")
+        self.expect_error(413, "prompt", {"model": self.model, "prompt": long}, path="/v1/completions")
+        self.expect_error(400, "max_tokens", {"model": self.model, "prompt": "x", "max_tokens": self.server.context},
+                          path="/v1/completions")
+
+    def test_body_too_large_and_unknown_route(self):
+        r = requests.post(self.server.url("/v1/chat/completions"), data=b"x" * (33 << 20), timeout=60)
+        self.assertEqual(r.status_code, 413)
+        r = requests.get(self.server.url("/v1/nothing"), timeout=10)
+        self.assertEqual(r.status_code, 404)
+        self.assertIn("error", r.json())
+
+
+class Disconnect(unittest.TestCase):
+    def test_client_disconnect_aborts_and_frees_kv(self):
+        with Server(fake_step_us=20000) as s:
+            body = {"model": s.model, "prompt": "x", "max_tokens": min(900, s.context - 16), "stream": True,
+                    "logit_bias": {"1": -100}}
+            before = s.metrics().get('deepinfer_requests_total{endpoint="/v1/completions",status="499"}', 0)
+            data = json.dumps(body).encode()
+            sock = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+            received = b""
+            while received.count(b"data: {") < 3:  # a few chunks: it is generating
+                received += sock.recv(4096)
+            self.assertEqual(s.metrics()["deepinfer_num_requests_running"], 1)
+            sock.close()  # the client goes away mid-stream
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                m = s.metrics()
+                if m["deepinfer_http_requests_in_flight"] == 0 and m["deepinfer_num_requests_running"] == 0:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(m["deepinfer_http_requests_in_flight"], 0)
+            self.assertEqual(m["deepinfer_num_requests_running"], 0)
+            self.assertEqual(m["deepinfer_kv_cache_usage_ratio"], 0)
+            self.assertEqual(m['deepinfer_requests_total{endpoint="/v1/completions",status="499"}'], before + 1)
+            self.assertLess(m["deepinfer_generation_tokens_total"], body["max_tokens"])  # stopped early
+
+
+class Auth(unittest.TestCase):
+    def test_api_key(self):
+        with Server(api_key="sekrit") as s:
+            with self.assertRaises(openai.AuthenticationError):
+                s.client(api_key="wrong").models.list()
+            self.assertEqual(requests.get(s.url("/v1/models"), timeout=10).status_code, 401)
+            self.assertEqual(s.client().models.list().data[0].id, s.model)
+            self.assertEqual(requests.get(s.url("/health"), timeout=10).status_code, 200)
+
+
+class Busy(unittest.TestCase):
+    def test_full_server_answers_429(self):
+        with Server("--max-inflight", "2", fake_step_us=20000) as s:
+            # Long enough to still run when the third request comes (EOS, id 1 in the tiny model, banned).
+            body = {"model": s.model, "prompt": "x", "max_tokens": min(900, s.context - 16), "stream": True,
+                    "logit_bias": {"1": -100}}
+            holders = [threading.Thread(target=lambda: requests.post(s.url("/v1/completions"), json=body,
+                                                                     timeout=120).content) for _ in range(2)]
+            for t in holders:
+                t.start()
+            deadline = time.time() + 30
+            while s.metrics().get("deepinfer_http_requests_in_flight", 0) < 2 and time.time() < deadline:
+                time.sleep(0.05)
+            with self.assertRaises(openai.RateLimitError):
+                s.client().completions.create(model=s.model, prompt="y", max_tokens=1)
+            for t in holders:
+                t.join()
+            self.assertEqual(s.client().completions.create(model=s.model, prompt="y", max_tokens=1).object,
+                             "text_completion")
+
+
+if __name__ == "__main__":
+    unittest.main()
