@@ -24,6 +24,10 @@ fi
 echo
 echo "== deepinfer inspect $text_model"
 "$bin" inspect "$text_model"
+echo
+tok=data/tokenizer/deepseek-v4/tokenizer.json
+echo "== deepinfer generate --model $text_model --tokenizer $tok --prompt 'The capital of France is' (greedy; random weights, so the words are noise)"
+"$bin" generate --model "$text_model" --tokenizer "$tok" --prompt "The capital of France is" --max-tokens 8
 
 echo
 echo "== deepinfer serve --model $text_model"
