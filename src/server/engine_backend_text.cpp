@@ -1,5 +1,7 @@
 #include "server/engine_backend_text.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <utility>
 
@@ -146,12 +148,14 @@ public:
         : parser_(tokenizer::DsmlStreamParser::Options{o.thinking, o.parse_tools}) {}
     ParsedDelta push(std::string_view text) override { return convert(parser_.feed(text)); }
     ParsedDelta finish(bool length_cut) override {
-        return convert(
+        ParsedDelta d = convert(
             parser_.finish(length_cut ? tokenizer::FinishReason::kLength : tokenizer::FinishReason::kStop));
+        close_open_call(d);
+        return d;
     }
 
 private:
-    static ParsedDelta convert(const std::vector<tokenizer::ParseEvent>& events) {
+    ParsedDelta convert(const std::vector<tokenizer::ParseEvent>& events) {
         ParsedDelta d;
         for (const auto& e : events) {
             switch (e.kind) {
@@ -163,6 +167,8 @@ private:
                 break;
             case tokenizer::ParseEventKind::kToolCallBegin:
                 d.tool_calls.push_back({e.index, "", e.text, ""});
+                open_index_ = e.index;
+                open_args_.clear();
                 break;
             case tokenizer::ParseEventKind::kToolCallArgsDelta:
                 if (!d.tool_calls.empty() && d.tool_calls.back().index == e.index) {
@@ -170,8 +176,10 @@ private:
                 } else {
                     d.tool_calls.push_back({e.index, "", "", e.text});
                 }
+                if (e.index == open_index_) open_args_ += e.text;
                 break;
             case tokenizer::ParseEventKind::kToolCallEnd:
+                if (e.index == open_index_) open_index_ = -1;
                 break;
             case tokenizer::ParseEventKind::kReasoningWasContent:
                 d.reasoning_was_content = true;
@@ -180,7 +188,26 @@ private:
         }
         return d;
     }
+
+    // Output that ends inside a tool call (cut off, or stopped mid-call) still gets arguments that are one
+    // JSON object: the shortest closing suffix that makes the streamed fragments parse is appended.
+    void close_open_call(ParsedDelta& d) {
+        if (open_index_ < 0) return;
+        std::string suffix;
+        for (const char* s : {"}", "\"}", "\"\"}"}) {
+            if (nlohmann::json::accept(open_args_ + s)) {
+                suffix = s;
+                break;
+            }
+        }
+        if (open_args_.empty()) suffix = "{}";
+        if (!suffix.empty()) d.tool_calls.push_back({open_index_, "", "", suffix});
+        open_index_ = -1;
+    }
+
     tokenizer::DsmlStreamParser parser_;
+    int open_index_ = -1;   // tool call begun but not ended
+    std::string open_args_; // its argument fragments so far
 };
 
 tokenizer::Role role_of(const std::string& r) {

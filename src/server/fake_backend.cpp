@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "server/dsml_parser.h"
+#include "server/engine_backend_text.h"
 #include "server/request_queue.h"
 #include "server/utf8.h"
 
@@ -245,7 +245,7 @@ std::string FakeBackend::token_text(int32_t token) const {
 }
 
 std::unique_ptr<OutputParser> FakeBackend::new_output_parser(const ParserOptions& options) const {
-    return std::make_unique<DsmlOutputParser>(options);
+    return detail::make_dsml_parser(options);
 }
 
 core::Status FakeBackend::submit(GenerationRequest request, DeltaCallback callback) {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "server/dsml_parser.h"
+#include "server/engine_backend_text.h"
 #include "server/fake_backend.h"
 #include "server/generation.h"
 #include "server/metrics.h"
@@ -19,11 +19,12 @@ const std::string kCall = "Let me check.<｜DSML｜tool_calls>\n<｜DSML｜invok
                           "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
 
 // Runs text through a parser in pieces of `step` bytes and merges the result.
-ChatChoiceResult parse_all(const std::string& text, size_t step, ParserOptions opts) {
-    DsmlOutputParser p(opts);
+ChatChoiceResult parse_all(const std::string& text, size_t step, ParserOptions opts,
+                           bool length_cut = false) {
+    auto p = detail::make_dsml_parser(opts);
     ChatChoiceResult r;
-    for (size_t i = 0; i < text.size(); i += step) r.merge(p.push(text.substr(i, step)));
-    r.merge(p.finish(false));
+    for (size_t i = 0; i < text.size(); i += step) r.merge(p->push(text.substr(i, step)));
+    r.merge(p->finish(length_cut));
     return r;
 }
 
@@ -52,7 +53,14 @@ TEST(DsmlParser, AsciiBarsBareInvokeAndUnterminatedCalls) {
 }
 
 TEST(DsmlParser, NoEndOfThinkingKeepsEverythingAsReasoningAndToolsOffKeepsMarkupAsContent) {
-    EXPECT_EQ(parse_all("still thinking", 3, {true, true}).reasoning, "still thinking");
+    // Cut off by max_tokens inside reasoning: it stays reasoning. Stopped normally without </think>: the text
+    // was the answer and must not be swallowed into reasoning.
+    auto cut = parse_all("still thinking", 3, {true, true}, /*length_cut=*/true);
+    EXPECT_EQ(cut.reasoning, "still thinking");
+    EXPECT_EQ(cut.content, "");
+    auto stopped = parse_all("still thinking", 3, {true, true});
+    EXPECT_EQ(stopped.content, "still thinking");
+    EXPECT_EQ(stopped.reasoning, "");
     auto r = parse_all(kCall, 4, {false, false});
     EXPECT_EQ(r.content, kCall);
     EXPECT_TRUE(r.tool_calls.empty());
