@@ -35,6 +35,9 @@ import transformers
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 from transformers.models.deepseek_v4 import modeling_deepseek_v4 as mdv4
 
+from names import hf_to_official, official_to_hf, storage_kind
+from quantize import FP8_BLOCK, quant_fp4, quant_fp8, unpack_fp4
+
 torch.set_num_threads(1)
 
 # ----------------------------------------------------------------------------------------------
@@ -79,10 +82,6 @@ GEN_TOKENS = 32
 PROMPT_SEED = 1234
 MIN_MARGIN = 1e-3        # greedy top1 - top2 logit margin, every generated step
 MIN_SELECT_GAP = 1e-4    # k-th vs (k+1)-th selection score: router (scores+bias) and indexer
-FP8_BLOCK = (32, 32)
-FP4_BLOCK = 32
-E4M3_MAX = 448.0
-E2M1_MAX = 6.0
 
 
 def make_hf_config() -> DeepseekV4Config:
@@ -192,209 +191,6 @@ def randomize(model: DeepseekV4ForCausalLM, seed: int) -> None:
                         for _ in range(b.shape[0])]
                 b.copy_(torch.stack(rows).to(torch.int64))
             # rotary *_inv_freq buffers are never touched
-
-
-# ----------------------------------------------------------------------------------------------
-# HF <-> official name mapping (spec §4.1). Verified against transformers in verify_mapping().
-# ----------------------------------------------------------------------------------------------
-TOP_MAP = {
-    "model.embed_tokens.weight": "embed.weight",
-    "lm_head.weight": "head.weight",
-    "model.norm.weight": "norm.weight",
-    "model.hc_head.hc_fn": "hc_head_fn",
-    "model.hc_head.hc_base": "hc_head_base",
-    "model.hc_head.hc_scale": "hc_head_scale",
-}
-# suffix after "model.layers.{i}." -> suffix after "layers.{i}."
-LAYER_MAP = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "attn_hc.fn": "hc_attn_fn",
-    "attn_hc.base": "hc_attn_base",
-    "attn_hc.scale": "hc_attn_scale",
-    "ffn_hc.fn": "hc_ffn_fn",
-    "ffn_hc.base": "hc_ffn_base",
-    "ffn_hc.scale": "hc_ffn_scale",
-    "self_attn.sinks": "attn.attn_sink",
-    "self_attn.q_a_proj.weight": "attn.wq_a.weight",
-    "self_attn.q_a_norm.weight": "attn.q_norm.weight",
-    "self_attn.q_b_proj.weight": "attn.wq_b.weight",
-    "self_attn.kv_proj.weight": "attn.wkv.weight",
-    "self_attn.kv_norm.weight": "attn.kv_norm.weight",
-    "self_attn.o_a_proj.weight": "attn.wo_a.weight",
-    "self_attn.o_b_proj.weight": "attn.wo_b.weight",
-    "self_attn.compressor.kv_proj.weight": "attn.compressor.wkv.weight",
-    "self_attn.compressor.gate_proj.weight": "attn.compressor.wgate.weight",
-    "self_attn.compressor.position_bias": "attn.compressor.ape",
-    "self_attn.compressor.kv_norm.weight": "attn.compressor.norm.weight",
-    "self_attn.compressor.indexer.kv_proj.weight": "attn.indexer.compressor.wkv.weight",
-    "self_attn.compressor.indexer.gate_proj.weight": "attn.indexer.compressor.wgate.weight",
-    "self_attn.compressor.indexer.position_bias": "attn.indexer.compressor.ape",
-    "self_attn.compressor.indexer.kv_norm.weight": "attn.indexer.compressor.norm.weight",
-    "self_attn.compressor.indexer.q_b_proj.weight": "attn.indexer.wq_b.weight",
-    "self_attn.compressor.indexer.scorer.weights_proj.weight": "attn.indexer.weights_proj.weight",
-    "mlp.gate.weight": "ffn.gate.weight",
-    "mlp.gate.e_score_correction_bias": "ffn.gate.bias",
-    "mlp.gate.tid2eid": "ffn.gate.tid2eid",
-    "mlp.shared_experts.gate_proj.weight": "ffn.shared_experts.w1.weight",
-    "mlp.shared_experts.up_proj.weight": "ffn.shared_experts.w3.weight",
-    "mlp.shared_experts.down_proj.weight": "ffn.shared_experts.w2.weight",
-    # mlp.experts.gate_up_proj [E, 2I, D] -> ffn.experts.{e}.w1.weight = [e, :I], w3 = [e, I:]
-    # mlp.experts.down_proj    [E, D, I]  -> ffn.experts.{e}.w2.weight = [e]
-}
-LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
-
-
-def hf_to_official(sd: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
-    out = {}
-    inter = cfg.moe_intermediate_size
-    for k, v in sd.items():
-        if k in TOP_MAP:
-            out[TOP_MAP[k]] = v
-            continue
-        m = LAYER_RE.match(k)
-        if not m:
-            raise KeyError(f"unmapped HF key {k}")
-        i, rest = m.group(1), m.group(2)
-        if rest == "mlp.experts.gate_up_proj":
-            for e in range(v.shape[0]):
-                out[f"layers.{i}.ffn.experts.{e}.w1.weight"] = v[e, :inter].contiguous()
-                out[f"layers.{i}.ffn.experts.{e}.w3.weight"] = v[e, inter:].contiguous()
-        elif rest == "mlp.experts.down_proj":
-            for e in range(v.shape[0]):
-                out[f"layers.{i}.ffn.experts.{e}.w2.weight"] = v[e].contiguous()
-        elif rest in LAYER_MAP:
-            out[f"layers.{i}.{LAYER_MAP[rest]}"] = v
-        else:
-            raise KeyError(f"unmapped HF key {k}")
-    return out
-
-
-def official_to_hf(off: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
-    inv_top = {v: k for k, v in TOP_MAP.items()}
-    inv_layer = {v: k for k, v in LAYER_MAP.items()}
-    out = {}
-    experts: dict[tuple[int, str], dict[int, torch.Tensor]] = {}
-    for k, v in off.items():
-        if k in inv_top:
-            out[inv_top[k]] = v
-            continue
-        m = re.match(r"^layers\.(\d+)\.(.+)$", k)
-        if not m:
-            raise KeyError(k)
-        i, rest = int(m.group(1)), m.group(2)
-        me = re.match(r"^ffn\.experts\.(\d+)\.(w[123])\.weight$", rest)
-        if me:
-            experts.setdefault((i, me.group(2)), {})[int(me.group(1))] = v
-            continue
-        out[f"model.layers.{i}.{inv_layer[rest]}"] = v
-    for i in range(cfg.num_hidden_layers):
-        E = cfg.n_routed_experts
-        w1 = torch.stack([experts[(i, "w1")][e] for e in range(E)])
-        w3 = torch.stack([experts[(i, "w3")][e] for e in range(E)])
-        w2 = torch.stack([experts[(i, "w2")][e] for e in range(E)])
-        out[f"model.layers.{i}.mlp.experts.gate_up_proj"] = torch.cat([w1, w3], dim=1)
-        out[f"model.layers.{i}.mlp.experts.down_proj"] = w2
-    return out
-
-
-# ----------------------------------------------------------------------------------------------
-# Storage dtype policy (mirrors the released V4 checkpoint; spec §4.1 census)
-# ----------------------------------------------------------------------------------------------
-F32_RE = re.compile(r"(^hc_head_(fn|base|scale)$|\.hc_(attn|ffn)_(fn|base|scale)$|\.attn_sink$|\.ape$|"
-                    r"\.ffn\.gate\.bias$)")
-I64_RE = re.compile(r"\.ffn\.gate\.tid2eid$")
-# Linear weights: FP8 in the real checkpoint (BF16 in tiny-v4).
-FP8_LINEAR_RE = re.compile(r"(\.attn\.(wq_a|wq_b|wkv|wo_a|wo_b)\.weight$|\.attn\.indexer\.wq_b\.weight$|"
-                           r"\.ffn\.shared_experts\.w[123]\.weight$)")
-FP4_EXPERT_RE = re.compile(r"\.ffn\.experts\.\d+\.w[123]\.weight$")
-
-
-def storage_kind(name: str) -> str:
-    if I64_RE.search(name):
-        return "i64"
-    if F32_RE.search(name):
-        return "f32"
-    if FP4_EXPERT_RE.search(name):
-        return "fp4"
-    if FP8_LINEAR_RE.search(name):
-        return "fp8"
-    return "bf16"  # embed, head, norms, compressor wkv/wgate, gate weight, indexer weights_proj
-
-
-# ----------------------------------------------------------------------------------------------
-# Quantizers
-# ----------------------------------------------------------------------------------------------
-def pow2_ceil(x: torch.Tensor) -> torch.Tensor:
-    """Smallest power of two >= x (x > 0, fp32), exact, via the fp32 bit pattern."""
-    bits = x.to(torch.float32).contiguous().view(torch.int32)
-    exp = ((bits >> 23) & 0xFF) - 127
-    exp = exp + ((bits & 0x7FFFFF) != 0).to(torch.int32)
-    return torch.ldexp(torch.ones_like(x, dtype=torch.float32), exp.to(torch.float32))
-
-
-def e8m0_from_pow2(s: torch.Tensor) -> torch.Tensor:
-    """Power-of-two fp32 -> float8_e8m0fnu (byte = exponent + 127). Checked exact."""
-    exp = torch.frexp(s).exponent - 1
-    assert bool(((exp >= -127) & (exp <= 127)).all())
-    out = (exp + 127).to(torch.uint8).view(torch.float8_e8m0fnu)
-    assert torch.equal(out.to(torch.float32), s)
-    return out
-
-
-def quant_fp8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Block [32,32] e4m3 with ue8m0 scale = pow2_ceil(amax/448). Returns (q, scale_e8m0, dequant f32)."""
-    out_f, in_f = w.shape
-    bo, bi = FP8_BLOCK
-    assert out_f % bo == 0 and in_f % bi == 0, (w.shape, "tiny dims are block-aligned")
-    blocks = w.float().reshape(out_f // bo, bo, in_f // bi, bi)
-    amax = blocks.abs().amax(dim=(1, 3)).clamp_min(1e-4)
-    s = pow2_ceil(amax / E4M3_MAX)                                   # [out/32, in/32]
-    scaled = (blocks / s[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX)
-    q = scaled.to(torch.float8_e4m3fn)                              # RNE
-    deq = (q.to(torch.float32) * s[:, None, :, None]).reshape(out_f, in_f)
-    return q.reshape(out_f, in_f), e8m0_from_pow2(s), deq
-
-
-E2M1_GRID = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
-
-
-def quant_fp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per row, blocks of 32 along the input dim; ue8m0 scale = pow2_ceil(amax/6); e2m1 round to
-    nearest, ties to the even code. Packed: element 2k -> low nibble of byte k, 2k+1 -> high nibble.
-    Returns (packed int8 [out, in/2], scale e8m0 [out, in/32], dequant f32 [out, in])."""
-    out_f, in_f = w.shape
-    assert in_f % FP4_BLOCK == 0
-    blocks = w.float().reshape(out_f, in_f // FP4_BLOCK, FP4_BLOCK)
-    amax = blocks.abs().amax(dim=2).clamp_min(E2M1_MAX * 2.0 ** -126)
-    s = pow2_ceil(amax / E2M1_MAX)                                   # [out, in/32]
-    x = (blocks / s[:, :, None]).clamp(-E2M1_MAX, E2M1_MAX)
-    mag = x.abs()
-    dist = (mag[..., None] - E2M1_GRID).abs()                        # [..., 8]
-    best = dist.min(dim=-1, keepdim=True).values
-    cand = dist == best
-    # among equidistant codes prefer the even one (RNE on the e2m1 grid)
-    idx = torch.arange(8)
-    even_pref = torch.where(cand & (idx % 2 == 0), idx, torch.full_like(idx, 99)).amin(dim=-1)
-    any_pref = torch.where(cand, idx, torch.full_like(idx, 99)).amin(dim=-1)
-    code = torch.where(even_pref < 99, even_pref, any_pref)
-    assert int(code.max()) < 8
-    code = code | ((x < 0).to(torch.int64) << 3)                      # sign bit
-    deq_mag = E2M1_GRID[code & 7]
-    deq = torch.where((code & 8) != 0, -deq_mag, deq_mag) * s[:, :, None]
-    codes = code.reshape(out_f, in_f).to(torch.uint8)
-    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).to(torch.uint8).view(torch.int8)
-    return packed.contiguous(), e8m0_from_pow2(s), deq.reshape(out_f, in_f)
-
-
-def unpack_fp4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """Independent decoder (used to self-check the packer)."""
-    u = packed.view(torch.uint8).to(torch.int64)
-    codes = torch.stack([u & 0xF, u >> 4], dim=-1).reshape(u.shape[0], -1)
-    table = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6, -0.0, -.5, -1, -1.5, -2, -3, -4, -6])
-    vals = table[codes]
-    s = scale.to(torch.float32).repeat_interleave(FP4_BLOCK, dim=1)
-    return vals * s
 
 
 # ----------------------------------------------------------------------------------------------
