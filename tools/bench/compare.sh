@@ -3,7 +3,8 @@
 # same prompt, prompt length, generation length and thread count; prints both results and the ratios
 # deepinfer/transformers for prefill and decode tok/s, plus deepinfer's fraction of the roofline.
 # Env: MODEL (dir; made with make-synthetic --preset bench-small if absent), PROMPT_LEN (64), GEN (32),
-# THREADS (2), REPEATS (3), HF_DTYPE (fp32|bf16, default fp32), ORACLE_VENV (/work/venvs/oracle).
+# THREADS (2), REPEATS (3), HF_DTYPE (fp32|bf16, default fp32), ORACLE_VENV (an existing venv with
+# tools/oracle/requirements.txt; default: build/oracle-venv, created by tools/oracle/venv.sh on first use).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=build/release/src/cli/deepinfer
@@ -12,8 +13,8 @@ P=${PROMPT_LEN:-64}
 N=${GEN:-32}
 T=${THREADS:-2}
 R=${REPEATS:-3}
-venv=${ORACLE_VENV:-/work/venvs/oracle}
 [ -x "$bin" ] || scripts/build.sh release >/dev/null
+venv=$(tools/oracle/venv.sh)
 if [ ! -f "$model/config.json" ]; then
     "$bin" make-synthetic --preset bench-small --out "$model" --threads "$T"
 fi
