@@ -86,10 +86,11 @@ BASE_KW = dict(
 PROMPT_LENGTHS = [1, 2, 3, 5, 8, 9, 17, 64, 300]
 GEN_TOKENS = 32
 PROMPT_SEED = 4141
-# Thresholds are 25-50x the fp32 noise measured between the cache path's own variants (logits ~1e-5,
+# Thresholds are 10-30x the fp32 noise measured between the cache path's own variants (logits ~1e-5,
 # selection scores ~1e-6); V4's 1e-3 / 1e-4 reject nearly every seed at 300 tokens x 5 selections/layer.
-MIN_MARGIN = 5e-4        # greedy top1 - top2 logit margin, every generated step
-MIN_SELECT_GAP = 2e-5    # k-th vs (k+1)-th selection score: router, indexer top-k, candidate blocks
+MIN_MARGIN = 3e-4        # greedy top1 - top2 logit margin, every generated step
+MIN_SELECT_GAP = 1e-5    # k-th vs (k+1)-th selection score: router, indexer top-k, candidate blocks
+HIDDEN_MAX_LEN = 64      # hidden.{l} goldens only for prompts up to this length (fixture size)
 CHUNKED_CHECK = [(7, 64), (7, 300), (3, 17)]   # (chunk size, prompt length): HF's own chunked prefill check
 DEAD_CHECK = (7, [10, 11, 12])                 # prompt index, positions hashed as DEAD (padding)
 
@@ -567,6 +568,8 @@ def run_goldens(model, prompts, engram_layers) -> tuple[dict[str, torch.Tensor],
             for e, layer in enumerate(engram_layers):
                 out[pfx + f"engram_hash.{layer}"] = seq_hash[:, e].to(torch.int64).contiguous()  # [L+T, cols]
             for k, v in rec.data.items():
+                if k.startswith("hidden.") and L > HIDDEN_MAX_LEN:
+                    continue   # fixture size: 1.5 MB per checkpoint for the 300-token prompt alone
                 out[pfx + k] = v.contiguous()
             info["prompts"].append({
                 "index": i, "length": L, "margins": margins, "min_margin": min(margins),
@@ -637,7 +640,9 @@ def engram_data(cfg, tok, tokenizer_json: Path) -> tuple[dict[str, torch.Tensor]
 
 def save_engram(tensors, meta, path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
-    safetensors.torch.save_file(tensors, str(path), metadata={k: json.dumps(v) for k, v in meta.items()})
+    # one metadata key: safetensors writes the metadata map in no fixed order, one key keeps the file
+    # byte-identical across runs
+    safetensors.torch.save_file(tensors, str(path), metadata={"engram_hash": json.dumps(meta, sort_keys=True)})
 
 
 def flash_engram(root: Path) -> dict:
@@ -742,6 +747,7 @@ def main() -> None:
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
     ap.add_argument("--seed-start", type=int, default=0)
     ap.add_argument("--max-seeds", type=int, default=30)
+    ap.add_argument("--seeds", default="", help="BF16,FP8: take these seeds (still filtered) instead of searching")
     args = ap.parse_args()
     root = Path(args.root)
 
@@ -760,34 +766,43 @@ def main() -> None:
     g = torch.Generator().manual_seed(PROMPT_SEED)
     prompts = [torch.randint(2, len(tok), (1, n), generator=g) for n in PROMPT_LENGTHS]
 
-    rejected, chosen = [], None
-    for seed in range(args.seed_start, args.seed_start + args.max_seeds):
+    # The two checkpoints are searched independently (each from its own accepted seed): with 300-token
+    # prompts a seed passes the filter for one storage format about one time in three.
+    summary = lambda i: (f"margin {i['min_margin']:.3g} router {i['min_router_selection_gap']:.3g} "
+                         f"indexer {i['min_indexer_selection_gap']:.3g} cand {i['min_candidate_block_gap']:.3g} "
+                         f"mism {i['monitor_mismatches']} cache {i['cache_consistent']} "
+                         f"chunked {i['chunked_consistent']}")
+    keys = ("min_margin", "monitor_mismatches", "min_router_selection_gap", "min_indexer_selection_gap",
+            "min_candidate_block_gap", "cache_consistent", "chunked_consistent")
+    rejected = {"tiny-v41": [], "tiny-v41-fp8": []}
+    chosen: dict[str, tuple] = {}
+    forced = [int(x) for x in args.seeds.split(",")] if args.seeds else []
+    candidates = sorted(set(forced)) if forced else range(args.seed_start, args.seed_start + args.max_seeds)
+    for seed in candidates:
         torch.manual_seed(seed)
         base = mdv41.DeepseekV41ForCausalLM(cfg).float().eval()
         randomize(base, seed)
         off = hf_to_official({k: v.detach().clone() for k, v in base.state_dict().items()})
-        st_a, eff_a = build_bf16(off, ratio_of)
-        st_b, eff_b, deq_b = build_fp8(off, ratio_of)
-        gold_a, info_a = run_goldens(load_effective(cfg, eff_a, tok), prompts, engram_layers)
-        ok_a = acceptable(info_a)
-        gold_b, info_b = run_goldens(load_effective(cfg, eff_b, tok), prompts, engram_layers) if ok_a else ({}, None)
-        summary = lambda i: (f"margin {i['min_margin']:.3g} router {i['min_router_selection_gap']:.3g} "
-                             f"indexer {i['min_indexer_selection_gap']:.3g} cand {i['min_candidate_block_gap']:.3g} "
-                             f"cache {i['cache_consistent']} chunked {i['chunked_consistent']}")
-        print(f"seed {seed}: bf16: {summary(info_a)}" + (f" | fp8: {summary(info_b)}" if info_b else ""),
-              flush=True)
-        if ok_a and acceptable(info_b):
-            chosen = (seed, st_a, gold_a, info_a, st_b, deq_b, gold_b, info_b)
+        for n_, name in enumerate(("tiny-v41", "tiny-v41-fp8")):
+            if name in chosen or (forced and forced[n_] != seed):
+                continue
+            if name == "tiny-v41":
+                stored, eff = build_bf16(off, ratio_of)
+                deq = None
+            else:
+                stored, eff, deq = build_fp8(off, ratio_of)
+            gold, info = run_goldens(load_effective(cfg, eff, tok), prompts, engram_layers)
+            print(f"seed {seed}: {name}: {summary(info)}", flush=True)
+            if acceptable(info):
+                chosen[name] = (seed, stored, gold, info, deq)
+            else:
+                rejected[name].append({"seed": seed, **{k: info[k] for k in keys}})
+        if len(chosen) == 2:
             break
-        keys = ("min_margin", "monitor_mismatches", "min_router_selection_gap", "min_indexer_selection_gap", "min_candidate_block_gap",
-                "cache_consistent", "chunked_consistent")
-        rej = {"seed": seed, **{f"tiny-v41.{k}": info_a[k] for k in keys}}
-        if info_b:
-            rej.update({f"tiny-v41-fp8.{k}": info_b[k] for k in keys})
-        rejected.append(rej)
-    if chosen is None:
-        raise SystemExit("no acceptable seed found")
-    seed, st_a, gold_a, info_a, st_b, deq_b, gold_b, info_b = chosen
+    if len(chosen) != 2:
+        raise SystemExit(f"no acceptable seed found for {sorted(set(rejected) - set(chosen))}")
+    seed_a, st_a, gold_a, info_a, _ = chosen["tiny-v41"]
+    seed_b, st_b, gold_b, info_b, deq_b = chosen["tiny-v41-fp8"]
 
     # ---- models/tiny-v41: official names, released composite config, one file ----
     d_a = root / "models" / "tiny-v41"
@@ -851,7 +866,8 @@ def main() -> None:
     write_json({"generator": "tools/oracle/make_tiny_v41.py", "versions": versions(), "overlay": overlay,
                 **flash}, root / "data/engram/deepseek-v41-flash/manifest.json")
 
-    cmd = ("tools/oracle/generate.sh v41" + ("" if args.seed_start == 0 else f" --seed-start {args.seed_start}")
+    cmd = ("tools/oracle/generate.sh v41" + (f" --seeds {args.seeds}" if args.seeds else "")
+           + ("" if args.seed_start == 0 or args.seeds else f" --seed-start {args.seed_start}")
            + "   (ORACLE_VENV=<venv with requirements.txt + the deepseek_v41 overlay>)")
     merges = {}
     for tid, cid in enumerate(token_map):
@@ -866,9 +882,8 @@ def main() -> None:
                          "'shared_compressed_attention' cache layers (5.24.0 passes it only to V4's types)"],
         "canaries": canaries,
         "artifact_self_check": self_check,
-        "seeds": {"weights_seed": seed, "weights_seed_start": args.seed_start, "rejected_seeds": rejected,
-                  "prompt_seed": PROMPT_SEED, "min_margin_threshold": MIN_MARGIN,
-                  "min_selection_gap_threshold": MIN_SELECT_GAP},
+        "seeds": {"weights_seed_start": args.seed_start, "prompt_seed": PROMPT_SEED,
+                  "min_margin_threshold": MIN_MARGIN, "min_selection_gap_threshold": MIN_SELECT_GAP},
         "hf_config": {k: v for k, v in cfg.to_dict().items() if k not in ("_attn_implementation",
                                                                              "transformers_version")},
         "official_config": off_cfg,
@@ -886,6 +901,7 @@ def main() -> None:
                        [p for p in fx.rglob("*") if p.is_file() and p.name != "manifest.json"])
         man = dict(common)
         man.update(extra)
+        man["seeds"] = dict(man["seeds"], weights_seed=extra["weights_seed"], rejected_seeds=rejected[extra["model"]])
         man["per_prompt"] = info["prompts"]
         man["chunked_prefill"] = info["chunked_prefill"]
         man["quantizer_margins"] = info["quantizer_margins"]
@@ -895,13 +911,13 @@ def main() -> None:
         man["files"] = {str(p.relative_to(root)): {"bytes": p.stat().st_size, "sha256": sha256(p)} for p in files}
         write_json(man, fx / "manifest.json")
 
-    finish(fx_a, d_a, info_a, {"model": "tiny-v41", "model_dir": "models/tiny-v41",
+    finish(fx_a, d_a, info_a, {"model": "tiny-v41", "model_dir": "models/tiny-v41", "weights_seed": seed_a,
                                "weights": "bf16-rounded stored values (F32 where stored F32), computed in fp32"})
-    finish(fx_b, d_b, info_b, {"model": "tiny-v41-fp8", "model_dir": "models/tiny-v41-fp8",
+    finish(fx_b, d_b, info_b, {"model": "tiny-v41-fp8", "model_dir": "models/tiny-v41-fp8", "weights_seed": seed_b,
                                "weights": "dequantized FP8/FP4 + bf16-rounded stored values, fp32",
                                "quantization": hf_cfg["quantization_config"],
                                "dequantized_keys": key_list(fx_b / "dequantized.safetensors")})
-    print(f"done: seed {seed}")
+    print(f"done: tiny-v41 seed {seed_a}, tiny-v41-fp8 seed {seed_b}")
 
 
 if __name__ == "__main__":

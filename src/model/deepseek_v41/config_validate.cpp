@@ -157,7 +157,6 @@ core::Status ModelConfig::validate(const std::string& src) const {
     if (quant.fp4_group <= 0) return bad(src, "quantization_config.fp4_group_size", "must be positive");
     if (eos_token_id < 0 || eos_token_id >= vocab_size)
         return bad(src, "eos_token_id", "must be in [0, vocab_size)");
-    if (image_token_id >= vocab_size) return bad(src, "image_token_id", "must be < vocab_size");
     return {};
 }
 

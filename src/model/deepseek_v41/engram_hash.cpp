@@ -39,16 +39,15 @@ core::Status read_tensor(const weights::SafetensorsFile& f, const std::string& n
     return {};
 }
 
-// Metadata field `key` (a JSON string in the safetensors header) must equal `want`.
-core::Status check_meta(const weights::SafetensorsFile& f, const std::string& key, const json& want,
-                        const std::string& config_field) {
-    auto it = f.header().metadata.find(key);
-    if (it == f.header().metadata.end())
-        return core::invalid_argument(f.name() + ": metadata field '" + key + "' is missing");
-    json got = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-    if (got != want)
-        return core::invalid_argument(f.name() + ": metadata field '" + key + "' is " + it->second + " but " +
-                                      config_field + " is " + want.dump() +
+// Field `key` of the file's metadata object (`engram_hash`, JSON) must equal `want`.
+core::Status check_meta(const weights::SafetensorsFile& f, const json& meta, const std::string& key,
+                        const json& want, const std::string& config_field) {
+    auto it = meta.find(key);
+    if (it == meta.end())
+        return core::invalid_argument(f.name() + ": metadata field 'engram_hash." + key + "' is missing");
+    if (*it != want)
+        return core::invalid_argument(f.name() + ": metadata field 'engram_hash." + key + "' is " +
+                                      it->dump() + " but " + config_field + " is " + want.dump() +
                                       " (hash data made for another model or tokenizer)");
     return {};
 }
@@ -67,16 +66,25 @@ core::Result<EngramHasher> EngramHasher::load(const std::string& path, const Mod
     h.max_ngram_ = ec.max_ngram_size;
     h.heads_ = ec.n_heads;
     h.cols_ = ec.n_hash_cols();
-    DI_RETURN_IF_ERROR(check_meta(f, "layer_ids", json(ec.layer_ids), "engram_layer_ids"));
-    DI_RETURN_IF_ERROR(check_meta(f, "max_ngram_size", json(ec.max_ngram_size), "engram_max_ngram_size"));
-    DI_RETURN_IF_ERROR(check_meta(f, "n_heads", json(ec.n_heads), "engram_n_heads"));
-    DI_RETURN_IF_ERROR(check_meta(f, "compressed_vocab_size", json(ec.compressed_vocab_size),
+    auto mit = f.header().metadata.find("engram_hash");
+    if (mit == f.header().metadata.end())
+        return core::invalid_argument(path +
+                                      ": metadata field 'engram_hash' is missing (not Engram hash data)");
+    const json meta = json::parse(mit->second, nullptr, /*allow_exceptions=*/false);
+    if (!meta.is_object())
+        return core::invalid_argument(path + ": metadata field 'engram_hash' is not a JSON object");
+    DI_RETURN_IF_ERROR(check_meta(f, meta, "layer_ids", json(ec.layer_ids), "engram_layer_ids"));
+    DI_RETURN_IF_ERROR(
+        check_meta(f, meta, "max_ngram_size", json(ec.max_ngram_size), "engram_max_ngram_size"));
+    DI_RETURN_IF_ERROR(check_meta(f, meta, "n_heads", json(ec.n_heads), "engram_n_heads"));
+    DI_RETURN_IF_ERROR(check_meta(f, meta, "compressed_vocab_size", json(ec.compressed_vocab_size),
                                   "engram_compressed_vocab_size"));
-    DI_RETURN_IF_ERROR(check_meta(f, "pad_token_id", json(ec.pad_token_id), "engram_pad_token_id"));
-    DI_RETURN_IF_ERROR(check_meta(f, "num_embeddings", json(ec.num_embeddings), "engram_num_embeddings"));
+    DI_RETURN_IF_ERROR(check_meta(f, meta, "pad_token_id", json(ec.pad_token_id), "engram_pad_token_id"));
+    DI_RETURN_IF_ERROR(
+        check_meta(f, meta, "num_embeddings", json(ec.num_embeddings), "engram_num_embeddings"));
     if (!tokenizer_sha256.empty())
-        DI_RETURN_IF_ERROR(
-            check_meta(f, "tokenizer_json_sha256", json(tokenizer_sha256), "the tokenizer.json sha256"));
+        DI_RETURN_IF_ERROR(check_meta(f, meta, "tokenizer_json_sha256", json(tokenizer_sha256),
+                                      "the tokenizer.json sha256"));
 
     DI_RETURN_IF_ERROR(read_tensor(f, "token_map", core::DType::kI32, {c.vocab_size}, h.token_map_));
     DI_RETURN_IF_ERROR(
