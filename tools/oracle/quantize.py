@@ -28,10 +28,12 @@ def e8m0_from_pow2(s: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def quant_fp8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Block [32,32] e4m3 with ue8m0 scale = pow2_ceil(amax/448). Returns (q, scale_e8m0, dequant f32)."""
+def quant_fp8(w: torch.Tensor, block: tuple[int, int] = FP8_BLOCK) -> tuple[torch.Tensor, torch.Tensor,
+                                                                          torch.Tensor]:
+    """Block [32,32] e4m3 with ue8m0 scale = pow2_ceil(amax/448). Returns (q, scale_e8m0, dequant f32).
+    block=(1, 32) gives the V4.1 Engram table layout: one scale per row and 32 columns."""
     out_f, in_f = w.shape
-    bo, bi = FP8_BLOCK
+    bo, bi = block
     assert out_f % bo == 0 and in_f % bi == 0, (w.shape, "tiny dims are block-aligned")
     blocks = w.float().reshape(out_f // bo, bo, in_f // bi, bi)
     amax = blocks.abs().amax(dim=(1, 3)).clamp_min(1e-4)
