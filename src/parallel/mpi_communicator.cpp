@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -393,6 +394,10 @@ Result<std::unique_ptr<MpiRuntime>> MpiRuntime::init(int* argc, char*** argv) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) return core::failed_precondition("MPI runtime: MPI was initialized elsewhere");
+    // A TCP peer that died turns the next write to its socket into SIGPIPE, whose default action kills
+    // this process silently, before the watchdog can report. Ignored, the write fails with EPIPE and the
+    // collective fails with a Status instead.
+    std::signal(SIGPIPE, SIG_IGN);
     int provided = 0;
     const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS)
