@@ -190,11 +190,13 @@ Status MpiCommunicator::complete(Pending& p, std::string_view op, std::size_t by
                                   std::to_string(deadline_.count()) +
                                   " ms deadline (the rank died, is stopped, or skipped this collective)"));
         }
-        // Spin briefly (decode-step collectives are short), then yield, then sleep: ranks may share cores.
+        // Large messages move in fragments that progress only inside MPI calls on both sides, so poll
+        // without sleeping while a transfer is plausibly under way: spin for 1 ms, then yield (ranks may
+        // share cores), and sleep between polls only after 100 ms (a follower idling for the next step).
         const auto waited = now - start;
-        if (waited > std::chrono::milliseconds(5)) {
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
-        } else if (waited > std::chrono::microseconds(50)) {
+        if (waited > std::chrono::milliseconds(100)) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        } else if (waited > std::chrono::milliseconds(1)) {
             std::this_thread::yield();
         }
     }
