@@ -17,7 +17,7 @@ public:
             out_.push_back(static_cast<std::byte>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff));
         }
     }
-    void put_i32s(const std::vector<std::int32_t>& v) {
+    template <typename T> void put_all(const std::vector<T>& v) {
         for (auto x : v) put(x);
     }
     std::vector<std::byte> take() { return std::move(out_); }
@@ -38,8 +38,8 @@ public:
         pos_ += sizeof(T);
         return {};
     }
-    Status get_i32s(std::vector<std::int32_t>& v, std::uint64_t n, const std::string& field) {
-        if ((in_.size() - pos_) / 4 < n) return truncated(field.c_str());
+    template <typename T> Status get_all(std::vector<T>& v, std::uint64_t n, const std::string& field) {
+        if ((in_.size() - pos_) / sizeof(T) < n) return truncated(field.c_str());
         v.resize(n);
         for (auto& x : v) (void)get(x, field.c_str());
         return {};
@@ -64,11 +64,17 @@ Status validate(const StepMessage& m) {
     }
     std::size_t rows = 0;
     for (std::size_t i = 0; i < m.sequences.size(); ++i) {
-        if (m.sequences[i].num_tokens < 0 || m.sequences[i].start_pos < 0) {
+        const StepSequence& q = m.sequences[i];
+        if (q.num_tokens < 0 || q.start_pos < 0) {
             return core::data_loss("step message: sequences[" + std::to_string(i) +
                                    "] has a negative num_tokens or start_pos");
         }
-        rows += static_cast<std::size_t>(m.sequences[i].num_tokens);
+        if (static_cast<std::size_t>(q.token_offset) != rows || q.token_offset < 0) {
+            return core::data_loss("step message: sequences[" + std::to_string(i) + "].token_offset is " +
+                                   std::to_string(q.token_offset) + ", the chunks before it cover " +
+                                   std::to_string(rows) + " rows");
+        }
+        rows += static_cast<std::size_t>(q.num_tokens);
     }
     if (rows != n) {
         return core::data_loss("step message: sequences cover " + std::to_string(rows) +
@@ -109,17 +115,20 @@ Result<std::vector<std::byte>> encode_step_message(const StepMessage& m) {
     w.put<std::uint32_t>(static_cast<std::uint32_t>(m.token_ids.size()));
     w.put<std::uint32_t>(static_cast<std::uint32_t>(m.sequences.size()));
     w.put<std::uint32_t>(static_cast<std::uint32_t>(m.logits_rows.size()));
-    w.put_i32s(m.token_ids);
-    w.put_i32s(m.positions);
+    w.put_all(m.token_ids);
+    w.put_all(m.positions);
     for (const StepSequence& s : m.sequences) {
         w.put<std::int64_t>(s.seq_id);
-        w.put<std::int32_t>(s.start_pos);
-        w.put<std::int32_t>(s.num_tokens);
         w.put<std::int32_t>(s.slot);
+        w.put<std::int64_t>(s.start_pos);
+        w.put<std::int32_t>(s.num_tokens);
+        w.put<std::int32_t>(s.token_offset);
+        w.put<std::uint8_t>(static_cast<std::uint8_t>((s.restore_slot_from_block ? 1 : 0) |
+                                                      (s.reset_slot ? 2 : 0) | (s.is_padding ? 4 : 0)));
         w.put<std::uint32_t>(static_cast<std::uint32_t>(s.block_table.size()));
-        w.put_i32s(s.block_table);
+        w.put_all(s.block_table);
     }
-    w.put_i32s(m.logits_rows);
+    w.put_all(m.logits_rows);
     w.put<std::uint64_t>(fnv1a64(w.bytes()));
     return w.take();
 }
@@ -169,23 +178,31 @@ Result<StepMessage> decode_step_message(std::span<const std::byte> bytes) {
     DI_RETURN_IF_ERROR(in.get(n_tokens, "n_tokens"));
     DI_RETURN_IF_ERROR(in.get(n_seqs, "n_sequences"));
     DI_RETURN_IF_ERROR(in.get(n_rows, "n_logits_rows"));
-    DI_RETURN_IF_ERROR(in.get_i32s(m.token_ids, n_tokens, "token_ids"));
-    DI_RETURN_IF_ERROR(in.get_i32s(m.positions, n_tokens, "positions"));
-    // Each sequence takes at least 24 bytes: bound the count before reserving.
-    if (n_seqs > in.remaining() / 24) return in.truncated("sequences");
+    DI_RETURN_IF_ERROR(in.get_all(m.token_ids, n_tokens, "token_ids"));
+    DI_RETURN_IF_ERROR(in.get_all(m.positions, n_tokens, "positions"));
+    // Each sequence takes at least 33 bytes: bound the count before reserving.
+    if (n_seqs > in.remaining() / 33) return in.truncated("sequences");
     m.sequences.resize(n_seqs);
     for (std::uint32_t i = 0; i < n_seqs; ++i) {
         StepSequence& s = m.sequences[i];
         const std::string f = "sequences[" + std::to_string(i) + "]";
         std::uint32_t n_blocks = 0;
+        std::uint8_t flags = 0;
         DI_RETURN_IF_ERROR(in.get(s.seq_id, (f + ".seq_id").c_str()));
+        DI_RETURN_IF_ERROR(in.get(s.slot, (f + ".slot").c_str()));
         DI_RETURN_IF_ERROR(in.get(s.start_pos, (f + ".start_pos").c_str()));
         DI_RETURN_IF_ERROR(in.get(s.num_tokens, (f + ".num_tokens").c_str()));
-        DI_RETURN_IF_ERROR(in.get(s.slot, (f + ".slot").c_str()));
+        DI_RETURN_IF_ERROR(in.get(s.token_offset, (f + ".token_offset").c_str()));
+        DI_RETURN_IF_ERROR(in.get(flags, (f + ".flags").c_str()));
+        if (flags & ~7u)
+            return core::data_loss("step message: " + f + ".flags has unknown bits " + std::to_string(flags));
+        s.restore_slot_from_block = flags & 1;
+        s.reset_slot = flags & 2;
+        s.is_padding = flags & 4;
         DI_RETURN_IF_ERROR(in.get(n_blocks, (f + ".n_blocks").c_str()));
-        DI_RETURN_IF_ERROR(in.get_i32s(s.block_table, n_blocks, f + ".block_table"));
+        DI_RETURN_IF_ERROR(in.get_all(s.block_table, n_blocks, f + ".block_table"));
     }
-    DI_RETURN_IF_ERROR(in.get_i32s(m.logits_rows, n_rows, "logits_rows"));
+    DI_RETURN_IF_ERROR(in.get_all(m.logits_rows, n_rows, "logits_rows"));
     if (in.remaining() != 0) {
         return core::data_loss("step message: " + std::to_string(in.remaining()) +
                                " trailing bytes after logits_rows");

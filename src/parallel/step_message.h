@@ -2,12 +2,17 @@
 // StepMessage: what the leader (rank 0) tells every follower about one engine step, and its wire format.
 // Followers run the same forward on their shard and skip the sampler; only the leader samples.
 //
+// It mirrors model::ForwardBatch field for field (this module sits below model/, so the engine converts
+// one into the other): a follower rebuilds exactly the batch the leader runs.
+//
 // Wire format, version 1 (all integers little-endian; the encoder and decoder are the spec):
 //   u32 magic 'DIS1' (0x31534944)   u16 version   u8 kind   u8 reserved (0)
 //   u64 step
 //   u32 n_tokens   u32 n_sequences   u32 n_logits_rows
-//   i32 token_ids[n_tokens]   i32 positions[n_tokens]
-//   n_sequences x { i64 seq_id  i32 start_pos  i32 num_tokens  i32 slot  u32 n_blocks  i32 blocks[n_blocks] }
+//   i32 token_ids[n_tokens]   i64 positions[n_tokens]
+//   n_sequences x { i64 seq_id  i32 slot  i64 start_pos  i32 num_tokens  i32 token_offset
+//                   u8 flags (bit 0 restore_slot_from_block, bit 1 reset_slot, bit 2 is_padding; others 0)
+//                   u32 n_blocks  i32 blocks[n_blocks] }
 //   i32 logits_rows[n_logits_rows]
 //   u64 FNV-1a 64 of every byte before it
 // A decoder rejects (DataLoss naming the field and byte offset) anything truncated, oversized, with
@@ -36,10 +41,14 @@ enum class StepKind : std::uint8_t {
 
 struct StepSequence {
     std::int64_t seq_id = 0;
-    std::int32_t start_pos = 0;  // position of this chunk's first token
-    std::int32_t num_tokens = 0; // rows of this sequence in token_ids (contiguous, in sequence order)
-    std::int32_t slot = 0;       // the sequence's state slot
+    std::int32_t slot = 0;         // the sequence's state slot
+    std::int64_t start_pos = 0;    // tokens of this sequence already in the KV state
+    std::int32_t num_tokens = 0;   // new tokens this step
+    std::int32_t token_offset = 0; // first row in token_ids: chunks are contiguous, in order
     std::vector<std::int32_t> block_table;
+    bool restore_slot_from_block = false;
+    bool reset_slot = false;
+    bool is_padding = false;
     bool operator==(const StepSequence&) const = default;
 };
 
@@ -47,8 +56,8 @@ struct StepMessage {
     std::uint64_t step = 0; // leader's step counter: followers check it advances by one
     StepKind kind = StepKind::kForward;
     std::vector<std::int32_t> token_ids;   // [n_tokens]
-    std::vector<std::int32_t> positions;   // [n_tokens]
-    std::vector<StepSequence> sequences;   // sum of num_tokens == n_tokens
+    std::vector<std::int64_t> positions;   // [n_tokens] absolute positions
+    std::vector<StepSequence> sequences;   // token_offset = sum of the previous num_tokens; total = n_tokens
     std::vector<std::int32_t> logits_rows; // rows of token_ids whose logits are wanted, each < n_tokens
     bool operator==(const StepMessage&) const = default;
 };

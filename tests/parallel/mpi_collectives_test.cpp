@@ -195,6 +195,9 @@ StepMessage random_step(std::uint32_t i) {
         seq.num_tokens = static_cast<std::int32_t>(gen() % 40);
         seq.start_pos = static_cast<std::int32_t>(gen() % 1000);
         seq.slot = s;
+        seq.token_offset = static_cast<std::int32_t>(m.token_ids.size());
+        seq.reset_slot = gen() % 2;
+        seq.is_padding = gen() % 5 == 0;
         for (int b = 0; b < static_cast<int>(gen() % 6); ++b)
             seq.block_table.push_back(static_cast<int>(gen() % 50));
         for (int t = 0; t < seq.num_tokens; ++t) {

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
             StepMessage m;
             m.token_ids = {1, 2, 3, 4};
             m.positions = {step, step, step, step};
-            m.sequences = {{0, step, 4, 0, {0}}};
+            m.sequences = {{0, 0, step, 4, 0, {0}}};
             m.logits_rows = {3};
             if (auto s = ch.publish(m); !s.ok()) fail(s);
         } else {

@@ -14,8 +14,11 @@ StepMessage sample_step() {
     StepMessage m;
     m.step = 42;
     m.token_ids = {5, 6, 7, 8, 9};
-    m.positions = {0, 1, 2, 17, 3};
-    m.sequences = {{1001, 0, 3, 0, {4, 5}}, {-7, 17, 1, 2, {9}}, {1003, 3, 1, 1, {}}};
+    m.positions = {0, 1, 2, 17, 3000000000ll};
+    // {seq_id, slot, start_pos, num_tokens, token_offset, block_table, restore, reset, padding}
+    m.sequences = {{1001, 0, 0, 3, 0, {4, 5}, false, true, false},
+                   {-7, 2, 17, 1, 3, {9}, true, false, false},
+                   {1003, 1, 3000000000ll, 1, 4, {}, false, false, true}};
     m.logits_rows = {2, 3, 4};
     return m;
 }
@@ -89,10 +92,16 @@ TEST(StepMessage, EncoderRejectsInconsistentContent) {
     m.positions.pop_back();
     EXPECT_EQ(encode_step_message(m).status().code(), core::StatusCode::kDataLoss);
     m = sample_step();
-    m.sequences[0].num_tokens = 2;
+    m.sequences[2].num_tokens = 2;
     auto r = encode_step_message(m);
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("cover 4 token rows"), std::string::npos) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("cover 6 token rows"), std::string::npos) << r.status().to_string();
+    m = sample_step();
+    m.sequences[2].token_offset = 3;
+    r = encode_step_message(m);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("sequences[2].token_offset"), std::string::npos)
+        << r.status().to_string();
     m = sample_step();
     m.logits_rows.push_back(5);
     r = encode_step_message(m);
