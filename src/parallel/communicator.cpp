@@ -47,7 +47,7 @@ Status Communicator::all_to_all_v_f32(std::span<const float> send, std::span<con
 }
 
 void sum_in_rank_order(std::span<const std::span<const float>> parts, std::span<float> out) {
-    if (parts.empty()) return;
+    if (parts.empty() || out.empty()) return;
     std::memcpy(out.data(), parts[0].data(), out.size() * sizeof(float));
     for (std::size_t r = 1; r < parts.size(); ++r) {
         const float* p = parts[r].data();

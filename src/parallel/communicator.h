@@ -15,6 +15,7 @@
 //     broken: every later call returns that same error at once. The caller fails its requests and exits
 //     non-zero; it must not try to recover the group.
 //   - Size mismatches between the spans passed in are InvalidArgument, checked before anything is sent.
+//   - One thread at a time uses a communicator (the engine loop's); it is not internally synchronized.
 
 #include "core/status.h"
 

@@ -222,7 +222,7 @@ Status MpiCommunicator::reduce_own_chunk(std::string_view op, std::size_t n, flo
 
 Status MpiCommunicator::all_reduce_sum(std::span<float> data) {
     if (!broken_.ok()) return broken_;
-    if (size_ == 1) return {};
+    if (size_ == 1 || data.empty()) return {}; // every rank has the same n, so all return here together
     const std::size_t n = data.size();
     const auto off = even_offsets(n, size_);
     const std::size_t len = off[rank_ + 1] - off[rank_];
