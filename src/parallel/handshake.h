@@ -15,7 +15,7 @@
 namespace deepinfer::parallel {
 
 struct RankIdentity {
-    std::uint64_t checkpoint_hash = 0; // e.g. fnv1a64 over the safetensors headers + file sizes
+    std::uint64_t checkpoint_hash = 0; // fingerprint_checkpoint_dir(model dir)
     std::uint64_t config_hash = 0;     // the parsed model/engine config that changes numerics or shapes
     std::string checkpoint_label;      // shown in messages (model directory); first 95 bytes are sent
     ParallelLayout layout;

@@ -13,7 +13,13 @@ Status StepChannel::publish(StepMessage m) {
     DI_RETURN_IF_ERROR(comm_.broadcast_bytes(bytes, leader_)
                            .with_context("step protocol: publishing step " + std::to_string(m.step)));
     step_ = m.step;
+    last_publish_ = std::chrono::steady_clock::now();
     return {};
+}
+
+Status StepChannel::keep_alive() {
+    if (std::chrono::steady_clock::now() - last_publish_ < comm_.deadline() / 3) return {};
+    return publish_idle();
 }
 
 Status StepChannel::publish_idle() {

@@ -2,7 +2,7 @@
 // The step protocol between the leader (rank 0 of the world) and its followers.
 //
 //   leader:    handshake → for each engine step: publish(step) → run forward → sample
-//              when idle longer than deadline/3: publish_idle();   at exit: publish_shutdown()
+//              while idle: keep_alive() (an idle step every deadline/3);   at exit: publish_shutdown()
 //   follower:  handshake → run_follower(channel, forward): receive → run forward → repeat until shutdown
 //
 // Each publish is two broadcasts from the leader (length, then the encoded StepMessage). Every rank then
@@ -13,6 +13,7 @@
 #include "parallel/communicator.h"
 #include "parallel/step_message.h"
 
+#include <chrono>
 #include <functional>
 
 namespace deepinfer::parallel {
@@ -27,6 +28,9 @@ public:
     Status publish(StepMessage m);
     Status publish_idle();
     Status publish_shutdown();
+    // For the leader's idle loop: publishes an idle step when nothing was published for a third of the
+    // communicator's deadline, so followers waiting in receive() never reach their deadline.
+    Status keep_alive();
 
     // Follower only. Checks the step counter advances by exactly one (a lost or repeated step is DataLoss).
     Result<StepMessage> receive();
@@ -37,6 +41,7 @@ private:
     Communicator& comm_;
     int leader_;
     std::uint64_t step_ = 0;
+    std::chrono::steady_clock::time_point last_publish_ = std::chrono::steady_clock::now();
 };
 
 // Runs the follower loop until a shutdown step (returns ok) or an error (returned as is: the caller exits

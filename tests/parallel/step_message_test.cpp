@@ -1,11 +1,16 @@
 #include "parallel/step_message.h"
 
 #include "parallel/expert_load.h"
+#include "parallel/fingerprint.h"
 #include "parallel/handshake.h"
 #include "parallel/local_communicator.h"
 #include "parallel/step_channel.h"
 
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 namespace deepinfer::parallel {
 namespace {
@@ -126,6 +131,77 @@ TEST(StepChannel, LeaderStampsConsecutiveSteps) {
     m.positions.clear();
     EXPECT_FALSE(ch.publish(m).ok());
     EXPECT_EQ(ch.last_step(), 3u);
+}
+
+TEST(StepChannel, KeepAlivePublishesOnlyAfterAThirdOfTheDeadline) {
+    LocalCommunicator c;
+    StepChannel ch(c);
+    c.set_deadline(std::chrono::hours(1));
+    ASSERT_TRUE(ch.publish(sample_step()).ok());
+    ASSERT_TRUE(ch.keep_alive().ok());
+    EXPECT_EQ(ch.last_step(), 1u); // published just now: nothing to do
+    c.set_deadline(std::chrono::milliseconds(3));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_TRUE(ch.keep_alive().ok());
+    EXPECT_EQ(ch.last_step(), 2u); // quiet for 2 ms > 3 ms / 3: an idle step went out
+}
+
+TEST(Fingerprint, CoversConfigAndSafetensorsHeadersButNotTensorData) {
+    const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "di_fingerprint_test";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    auto write = [&](const char* name, const std::string& bytes) {
+        std::ofstream(dir / name, std::ios::binary) << bytes;
+    };
+    auto safetensors = [](const std::string& header, const std::string& data) {
+        std::string s(8, '\0');
+        for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+        return s + header + data;
+    };
+    write("config.json", R"({"hidden_size": 64})");
+    write("model.safetensors",
+          safetensors(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "abcdefgh"));
+    auto base = fingerprint_checkpoint_dir(dir.string());
+    ASSERT_TRUE(base.ok()) << base.status().to_string();
+    auto again = fingerprint_checkpoint_dir(dir.string());
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*base, *again);
+
+    write("model.safetensors",
+          safetensors(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "zzzzzzzz"));
+    auto data_changed = fingerprint_checkpoint_dir(dir.string());
+    ASSERT_TRUE(data_changed.ok());
+    EXPECT_EQ(*data_changed, *base) << "tensor data is not read (a real checkpoint is hundreds of GB)";
+
+    write("model.safetensors",
+          safetensors(R"({"w":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]}})", "abcdefgh"));
+    auto header_changed = fingerprint_checkpoint_dir(dir.string());
+    ASSERT_TRUE(header_changed.ok());
+    EXPECT_NE(*header_changed, *base);
+
+    write("config.json", R"({"hidden_size": 65})");
+    auto config_changed = fingerprint_checkpoint_dir(dir.string());
+    ASSERT_TRUE(config_changed.ok());
+    EXPECT_NE(*config_changed, *header_changed);
+
+    write("model.safetensors", std::string("\xff\xff\x00\x00\x00\x00\x00\x00{}", 10));
+    auto bad = fingerprint_checkpoint_dir(dir.string());
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), core::StatusCode::kDataLoss);
+    EXPECT_NE(bad.status().message().find("model.safetensors"), std::string::npos)
+        << bad.status().to_string();
+
+    auto missing = fingerprint_checkpoint_dir((dir / "nope").string());
+    EXPECT_EQ(missing.status().code(), core::StatusCode::kNotFound);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Fingerprint, TellsTheShippedTinyModelsApart) {
+    auto a = fingerprint_checkpoint_dir(std::string(DEEPINFER_SOURCE_DIR) + "/models/tiny-v4");
+    auto b = fingerprint_checkpoint_dir(std::string(DEEPINFER_SOURCE_DIR) + "/models/tiny-v4-fp8");
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_NE(*a, *b);
 }
 
 TEST(Handshake, SingleProcessChecksTheLayoutSize) {
