@@ -4,6 +4,7 @@
 
 #include "parallel/expert_load.h"
 #include "parallel/handshake.h"
+#include "parallel/layout_groups.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/parallel_layout.h"
 #include "parallel/step_channel.h"
@@ -165,24 +166,31 @@ TEST(MpiCommunicator, SplitGroupsReduceOverTheirMembersOnly) {
 
 TEST(MpiCommunicator, LayoutGroupsMatchTheLayout) {
     const int p = world().size();
+    // 4 ranks: EP on the CP ranks with TP pairs; 2 ranks: TP only.
     auto layout = p == 4 ? make_parallel_layout(2, 2, 2, 4) : make_parallel_layout(2, 1, 1, p);
     ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+    auto groups = make_layout_groups(world(), *layout);
+    ASSERT_TRUE(groups.ok()) << groups.status().to_string();
     const int me = world().rank();
-    for (auto g : {ParallelLayout::Group::kTp, ParallelLayout::Group::kEp, ParallelLayout::Group::kCp,
-                   ParallelLayout::Group::kMoe}) {
-        auto c = world().split(layout->color(g, me), layout->key(g, me));
-        ASSERT_TRUE(c.ok());
+    using G = ParallelLayout::Group;
+    const std::pair<G, Communicator*> kinds[] = {{G::kTp, groups->tp.get()},
+                                                 {G::kEp, groups->ep.get()},
+                                                 {G::kCp, groups->cp.get()},
+                                                 {G::kMoe, groups->moe.get()}};
+    for (auto [g, c] : kinds) {
         std::vector<int> members;
         for (int r = 0; r < p; ++r) {
             if (layout->color(g, r) == layout->color(g, me)) members.push_back(r);
         }
         std::sort(members.begin(), members.end(),
                   [&](int a, int b) { return layout->key(g, a) < layout->key(g, b); });
-        ASSERT_EQ((*c)->size(), static_cast<int>(members.size()));
+        ASSERT_EQ(c->size(), static_cast<int>(members.size()));
         std::vector<std::int64_t> mine = {me}, all(members.size());
-        ASSERT_TRUE((*c)->all_gather_i64(mine, all).ok());
+        ASSERT_TRUE(c->all_gather_i64(mine, all).ok());
         EXPECT_EQ(all, std::vector<std::int64_t>(members.begin(), members.end()));
     }
+    auto wrong = make_parallel_layout(1, 1, 1, 1);
+    EXPECT_EQ(make_layout_groups(world(), *wrong).status().code(), core::StatusCode::kInvalidArgument);
 }
 
 StepMessage random_step(std::uint32_t i) {
