@@ -139,40 +139,35 @@ Result<StepMessage> decode_step_message(std::span<const std::byte> bytes) {
                                " bytes is shorter than the " + std::to_string(kHeaderBytes + 8) +
                                "-byte header and checksum");
     }
-    Reader r(bytes);
+    // The header is read (its size was checked) and the version judged before the checksum, whose
+    // definition could change with the version.
+    const std::size_t body = bytes.size() - 8;
+    Reader in(bytes.first(body));
     std::uint32_t magic = 0;
     std::uint16_t version = 0;
     std::uint8_t kind = 0, reserved = 0;
     StepMessage m;
-    (void)r.get(magic, "magic");
+    (void)in.get(magic, "magic");
     if (magic != kMagic) return core::data_loss("step message: bad magic (not a deepinfer step message)");
-    (void)r.get(version, "version");
+    (void)in.get(version, "version");
     if (version != kStepMessageVersion) {
         return core::failed_precondition("step message: version " + std::to_string(version) +
                                          ", this build speaks " + std::to_string(kStepMessageVersion) +
                                          " (ranks run different deepinfer builds)");
     }
-    (void)r.get(kind, "kind");
+    (void)in.get(kind, "kind");
     if (kind > static_cast<std::uint8_t>(StepKind::kShutdown)) {
         return core::data_loss("step message: unknown kind " + std::to_string(kind));
     }
     m.kind = static_cast<StepKind>(kind);
-    (void)r.get(reserved, "reserved");
+    (void)in.get(reserved, "reserved");
     if (reserved != 0) return core::data_loss("step message: reserved byte is " + std::to_string(reserved));
-    // Checksum before the lengths are trusted.
-    const std::size_t body = bytes.size() - 8;
+    // The checksum, before any length is trusted.
     std::uint64_t sum = 0;
     for (std::size_t i = 0; i < 8; ++i) sum |= static_cast<std::uint64_t>(bytes[body + i]) << (8 * i);
-    if (sum != fnv1a64(bytes.first(body)))
+    if (sum != fnv1a64(bytes.first(body))) {
         return core::data_loss("step message: checksum mismatch (corrupt message)");
-    Reader in(bytes.first(body));
-    std::uint32_t skip32 = 0;
-    (void)in.get(skip32, "magic");
-    std::uint16_t skip16 = 0;
-    (void)in.get(skip16, "version");
-    std::uint8_t skip8 = 0;
-    (void)in.get(skip8, "kind");
-    (void)in.get(skip8, "reserved");
+    }
     std::uint32_t n_tokens = 0, n_seqs = 0, n_rows = 0;
     DI_RETURN_IF_ERROR(in.get(m.step, "step"));
     DI_RETURN_IF_ERROR(in.get(n_tokens, "n_tokens"));
