@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(build-essential cmake ninja-build pkg-config clang clang-format libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev
-      python3 python3-venv curl)
+      python3 python3-venv curl openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do
