@@ -3,11 +3,15 @@
 
 #include <pcre2.h>
 
+#include <optional>
+
+#include "tokenizer/split_matcher.h"
 #include "tokenizer/utf8.h"
 
 namespace deepinfer::tokenizer {
 
 struct Regex::Impl {
+    std::optional<SplitMatcher> builtin;
     pcre2_code* code = nullptr;
     bool jit = false;
     ~Impl() {
@@ -47,7 +51,19 @@ Regex::Regex(Regex&&) noexcept = default;
 Regex& Regex::operator=(Regex&&) noexcept = default;
 Regex::~Regex() = default;
 
+bool Regex::builtin() const {
+    return impl_->builtin.has_value();
+}
+
 core::Result<Regex> Regex::compile(std::string_view pattern) {
+    auto matcher = SplitMatcher::compile(pattern);
+    if (matcher.ok()) {
+        Regex r;
+        r.impl_ = std::make_unique<Impl>();
+        r.impl_->builtin.emplace(std::move(matcher).value());
+        r.pattern_ = std::string(pattern);
+        return r;
+    }
     int err = 0;
     PCRE2_SIZE off = 0;
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
@@ -67,21 +83,49 @@ core::Result<Regex> Regex::compile(std::string_view pattern) {
 }
 
 core::Result<Regex> Regex::literal(std::string_view literal) {
-    std::string quoted = "\\Q";
-    // \E inside the literal would end quoting early; split around it.
-    for (std::size_t i = 0; i < literal.size(); ++i) {
-        if (literal[i] == '\\' && i + 1 < literal.size() && literal[i + 1] == 'E') {
-            quoted += "\\E\\\\\\QE";
-            ++i;
-        } else {
-            quoted.push_back(literal[i]);
-        }
-    }
-    quoted += "\\E";
-    return compile(quoted);
+    Regex r;
+    r.impl_ = std::make_unique<Impl>();
+    r.impl_->builtin.emplace(SplitMatcher::literal(literal));
+    r.pattern_ = std::string(literal);
+    return r;
 }
 
+namespace {
+
+std::size_t char_length(std::string_view s, std::size_t i) {
+    const std::size_t len = utf8::valid_sequence_length(s, i);
+    return len ? len : 1;
+}
+
+// Oniguruma's search: the leftmost start where the pattern matches, its leftmost-first match there.
+void builtin_find_all(const SplitMatcher& m, std::string_view subject, std::vector<Regex::Match>& out) {
+    std::size_t pos = 0;
+    while (pos <= subject.size()) {
+        std::size_t start = pos, end = SplitMatcher::kNoMatch;
+        for (;;) {
+            end = m.match_at(subject, start);
+            if (end != SplitMatcher::kNoMatch || start >= subject.size()) break;
+            start += char_length(subject, start);
+        }
+        if (end == SplitMatcher::kNoMatch) return;
+        if (end > start) {
+            out.push_back({start, end});
+            pos = end;
+        } else {
+            // Empty match: step over one character.
+            if (start >= subject.size()) return;
+            pos = start + char_length(subject, start);
+        }
+    }
+}
+
+} // namespace
+
 void Regex::find_all(std::string_view subject, std::vector<Match>& out) const {
+    if (impl_->builtin) {
+        builtin_find_all(*impl_->builtin, subject, out);
+        return;
+    }
     ThreadScratch& s = scratch();
     const auto* subj = reinterpret_cast<PCRE2_SPTR>(subject.data());
     std::size_t pos = 0;

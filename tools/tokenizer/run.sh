@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Creates build/tokenizer-venv with the pinned versions and runs a golden generator.
 #   tools/tokenizer/run.sh tokenizer        -> tests/tokenizer/data/encode_golden.jsonl
+#   tools/tokenizer/run.sh unicode-tables   -> data/unicode/unicode_tables.inc (checked against HF, ~3 min)
+#   tools/tokenizer/run.sh unicode          -> tests/tokenizer/data/unicode_golden.jsonl
 #   tools/tokenizer/run.sh chat             -> tests/tokenizer/data/chat_golden.json
 #   tools/tokenizer/run.sh parse            -> tests/tokenizer/data/parse_golden.json
 #   tools/tokenizer/run.sh bench            -> HF tokenizers throughput on the same corpus (bench/)
@@ -32,6 +34,8 @@ PYEOF
 }
 case "${1:-}" in
   tokenizer) "$PY" "$ROOT/tools/tokenizer/gen_tokenizer_goldens.py" ;;
+  unicode-tables) "$PY" "$ROOT/tools/tokenizer/gen_unicode_tables.py" ;;
+  unicode) "$PY" "$ROOT/tools/tokenizer/gen_tokenizer_goldens.py" unicode ;;
   chat) fetch_encoder; "$PY" "$ROOT/tools/tokenizer/gen_chat_goldens.py" "$ORACLE/deepseek_v4_encoding.py" ;;
   parse) "$PY" "$ROOT/tools/tokenizer/gen_parse_goldens.py" ;;
   bench) shift; "$PY" "$ROOT/tools/tokenizer/bench_hf.py" "$@" ;;
@@ -45,5 +49,5 @@ for f in ("tokenizer.json", "tokenizer_config.json"):
     assert same
 PYEOF
     ;;
-  *) echo "usage: $0 tokenizer|chat|parse|bench|verify-tokenizer" >&2; exit 2 ;;
+  *) echo "usage: $0 tokenizer|unicode-tables|unicode|chat|parse|bench|verify-tokenizer" >&2; exit 2 ;;
 esac
