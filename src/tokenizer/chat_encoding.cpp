@@ -309,7 +309,8 @@ Result<std::string> render_chat(const Conversation& conversation, const ChatOpti
         if (it.tools.is_array() && !it.tools.empty()) drop = false;
     if (thinking && drop) items = drop_thinking(std::move(items));
 
-    RenderContext cx{thinking, drop, reasoning_effort_prompt(options.mode), last_user_index(items)};
+    RenderContext cx{thinking, drop, reasoning_effort_prompt(options.mode, options.effort_table),
+                     last_user_index(items)};
     std::string prompt = options.add_bos ? std::string(kBosToken) : std::string();
     for (int i = 0; i < static_cast<int>(items.size()); ++i) {
         DI_ASSIGN_OR_RETURN(std::string part, render_item(i, items, cx));
