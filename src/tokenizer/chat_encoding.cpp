@@ -290,6 +290,7 @@ Result<std::string> render_item(int index, const std::vector<Item>& items, const
 
 Result<std::string> render_chat(const Conversation& conversation, const ChatOptions& options) {
     std::vector<Message> messages = conversation.messages;
+    std::size_t context_messages = options.context_messages;
     if (conversation.tools.is_array() && !conversation.tools.empty()) {
         auto sys = std::find_if(messages.begin(), messages.end(),
                                 [](const Message& m) { return m.role == Role::kSystem; });
@@ -297,22 +298,36 @@ Result<std::string> render_chat(const Conversation& conversation, const ChatOpti
             Message m;
             m.role = Role::kSystem;
             sys = messages.insert(messages.begin(), m);
+            if (context_messages > 0) ++context_messages; // the synthesized system message is context too
         }
         sys->tools = conversation.tools;
     }
-    std::vector<Item> items = merge_tool_messages(messages);
+    if (context_messages > messages.size())
+        return core::invalid_argument("context: " + std::to_string(options.context_messages) +
+                                      " context messages but the conversation has " +
+                                      std::to_string(messages.size()));
+    // Like encode_messages(context=...): context and new messages merge tool turns separately.
+    const auto split = messages.begin() + static_cast<std::ptrdiff_t>(context_messages);
+    std::vector<Item> items = merge_tool_messages(std::vector<Message>(messages.begin(), split));
+    const std::vector<Item> context_items = items;
+    for (Item& it : merge_tool_messages(std::vector<Message>(split, messages.end())))
+        items.push_back(std::move(it));
     sort_tool_results(items);
 
     const bool thinking = options.mode != ThinkingMode::kNonThinking;
     bool drop = options.drop_thinking;
     for (const Item& it : items)
         if (it.tools.is_array() && !it.tools.empty()) drop = false;
-    if (thinking && drop) items = drop_thinking(std::move(items));
+    std::size_t context_len = context_items.size();
+    if (thinking && drop) {
+        items = drop_thinking(std::move(items));
+        context_len = drop_thinking(context_items).size();
+    }
 
     RenderContext cx{thinking, drop, reasoning_effort_prompt(options.mode, options.effort_table),
                      last_user_index(items)};
-    std::string prompt = options.add_bos ? std::string(kBosToken) : std::string();
-    for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+    std::string prompt = options.add_bos && context_items.empty() ? std::string(kBosToken) : std::string();
+    for (int i = static_cast<int>(context_len); i < static_cast<int>(items.size()); ++i) {
         DI_ASSIGN_OR_RETURN(std::string part, render_item(i, items, cx));
         prompt += part;
     }

@@ -79,6 +79,10 @@ struct ChatOptions {
     EffortTable effort_table = EffortTable::k0731;
     bool drop_thinking = true; // drop reasoning of turns before the last user message
     bool add_bos = true;
+    // The first `context_messages` messages are an already-encoded prefix (the official encoder's
+    // `context=`): they shape the rendering (indices, last user turn, dropped reasoning) but only the
+    // messages after them are rendered, without BOS.
+    std::size_t context_messages = 0;
 };
 
 // Renders the prompt text (special tokens spelled out; encode it with Tokenizer::encode).

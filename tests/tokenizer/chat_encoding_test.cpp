@@ -41,8 +41,12 @@ std::set<std::string> check_goldens(const Json& golden) {
     EXPECT_GE(cases.size(), 200u);
     std::set<std::string> modes;
     for (const Json& c : cases) {
-        const std::string name = c.at("name").get<std::string>() + " [" + c.at("mode").get<std::string>() +
-                                 (c.at("drop_thinking").get<bool>() ? "" : ", keep thinking") + "]";
+        const std::string name =
+            c.at("name").get<std::string>() + " [" + c.at("mode").get<std::string>() +
+            (c.at("drop_thinking").get<bool>() ? "" : ", keep thinking") +
+            (c.contains("context_messages") ? ", context " + std::to_string(c["context_messages"].get<int>())
+                                            : "") +
+            "]";
         modes.insert(c.at("mode").get<std::string>());
         auto conv = conversation_from_json(c.at("request"));
         EXPECT_TRUE(conv.ok()) << name << ": " << conv.status().to_string();
@@ -53,6 +57,7 @@ std::set<std::string> check_goldens(const Json& golden) {
         opt.mode = *mode;
         opt.effort_table = *table;
         opt.drop_thinking = c.at("drop_thinking").get<bool>();
+        opt.context_messages = c.value("context_messages", std::size_t{0});
         auto prompt = render_chat(*conv, opt);
         EXPECT_TRUE(prompt.ok()) << name << ": " << prompt.status().to_string();
         if (!prompt.ok()) continue;
@@ -75,6 +80,9 @@ TEST(ChatEncoding, MatchesReferenceEncoder0731Table) {
 TEST(ChatEncoding, MatchesReleaseEncoderReleaseTable) {
     EXPECT_EQ(chat_golden_release().at("effort_table"), "release");
     EXPECT_EQ(check_goldens(chat_golden_release()).size(), 4u);
+    int with_context = 0;
+    for (const Json& c : chat_golden_release().at("cases")) with_context += c.contains("context_messages");
+    EXPECT_GE(with_context, 50); // encode_messages(context=...)
 }
 
 TEST(ChatEncoding, EffortTablesDifferOnlyInTheEffortPrompt) {

@@ -47,7 +47,7 @@ def load_oracle(path):
     return mod
 
 
-def render(enc, request, mode, drop_thinking):
+def render(enc, request, mode, drop_thinking, context=0):
     messages = copy.deepcopy(request["messages"])
     for m in messages:  # vLLM's copy reads assistant reasoning from "reasoning", the release "reasoning_content"
         if "reasoning_content" in m and not RELEASE:
@@ -64,6 +64,9 @@ def render(enc, request, mode, drop_thinking):
     thinking_mode, effort = MODES[mode]
     if RELEASE and effort == "low":
         effort = None
+    if context:
+        return enc.encode_messages(messages[context:], thinking_mode=thinking_mode, context=messages[:context],
+                                   drop_thinking=drop_thinking, reasoning_effort=effort)
     return enc.encode_messages(messages, thinking_mode=thinking_mode, drop_thinking=drop_thinking,
                                reasoning_effort=effort)
 
@@ -265,6 +268,23 @@ def main():
             skipped += 1
             continue
         out["cases"].append({"name": name, "mode": mode, "drop_thinking": drop, "request": req, "prompt": prompt})
+    if RELEASE:
+        # encode_messages(context=...): the first k messages are an already-encoded prefix.
+        n_context = 0
+        for name, req in CONVERSATIONS.items():
+            msgs = req["messages"]
+            if name in excluded or req.get("tools") or len(msgs) < 3:
+                continue
+            for k in sorted({len(msgs) // 2, len(msgs) - 1}):
+                for mode in ("non-thinking", "thinking-max"):
+                    try:
+                        prompt = render(enc, req, mode, True, context=k)
+                    except Exception:
+                        continue
+                    out["cases"].append({"name": name, "mode": mode, "drop_thinking": True, "context_messages": k,
+                                         "request": req, "prompt": prompt})
+                    n_context += 1
+        print(f"{n_context} renders with context")
     if excluded:
         out["excluded"] = {"conversations": sorted(excluded), "reason": "trailing system message / system "
                            "followed by assistant: rendered differently by vLLM's copy (deepinfer follows it)"}
