@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tokenizer/added_vocabulary.h"
 #include "tokenizer/json_text.h"
 
 namespace deepinfer::tokenizer {
@@ -87,6 +88,14 @@ struct ChatOptions {
 
 // Renders the prompt text (special tokens spelled out; encode it with Tokenizer::encode).
 core::Result<std::string> render_chat(const Conversation& conversation, const ChatOptions& options);
+
+// A byte range [begin, end) of a rendered prompt.
+using ContentRange = ByteRange;
+// Also reports where message text (content, content parts except image placeholders, reasoning, tool
+// results) landed in the prompt, in order. Encoding those ranges with Tokenizer::encode_plain_ranges keeps
+// role markers typed by users as text (deepinfer's --plain-content); everything else matches as usual.
+core::Result<std::string> render_chat(const Conversation& conversation, const ChatOptions& options,
+                                      std::vector<ContentRange>* content);
 
 // Mode names say what they render: "chat", "thinking" (no effort prompt), "thinking-effort-high",
 // "thinking-effort-max". Older names stay as aliases: "non-thinking" (chat), "thinking-low" (thinking),
