@@ -1,7 +1,8 @@
 #pragma once
 // A Hugging Face tokenizer.json of the BPE family, loaded and run natively:
-//   text --(added/special tokens matched first)--> normalizer --> pre-tokenizer (PCRE2 regex splits,
-//   ByteLevel) --> BPE merges --> post-processor;   ids --> decoder (ByteLevel) --> text.
+//   text --(added/special tokens matched first)--> normalizer --> pre-tokenizer (regex splits with
+//   compiled-in Unicode 16 classes, ByteLevel) --> BPE merges --> post-processor;
+//   ids --> decoder (ByteLevel) --> text.
 // Ids are bit-exact with HF `tokenizers` for the DeepSeek V4 tokenizer (tests/tokenizer goldens).
 //
 //   DI_ASSIGN_OR_RETURN(auto tok, Tokenizer::from_file("data/tokenizer/deepseek-v4/tokenizer.json"));
