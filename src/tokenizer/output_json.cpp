@@ -6,8 +6,8 @@ namespace deepinfer::tokenizer {
 
 ParsedMessage parse_completion(std::string_view text, const DsmlStreamParser::Options& options,
                                FinishReason reason, std::size_t piece) {
-    if (text.size() >= kEosToken.size() && text.substr(text.size() - kEosToken.size()) == kEosToken)
-        text.remove_suffix(kEosToken.size());
+    if (const std::size_t eos = text.find(kEosToken); eos != std::string_view::npos)
+        text = text.substr(0, eos);
     DsmlStreamParser parser(options);
     if (piece == 0) piece = text.size() + 1;
     for (std::size_t i = 0; i < text.size(); i += piece) parser.feed(text.substr(i, piece));

@@ -10,8 +10,8 @@
 
 namespace deepinfer::tokenizer {
 
-// Parses a whole completion (a trailing end-of-sentence token, as the official parser expects it, is
-// removed first: generation stops there). piece > 0 feeds the text in pieces of that many bytes.
+// Parses a whole completion. The official parser's input ends with the end-of-sentence token; generation
+// stops there, so the text is cut at the first one. piece > 0 feeds the text in pieces of that many bytes.
 ParsedMessage parse_completion(std::string_view text, const DsmlStreamParser::Options& options,
                                FinishReason reason = FinishReason::kStop, std::size_t piece = 0);
 

@@ -90,40 +90,12 @@ core::Result<Regex> Regex::literal(std::string_view literal) {
     return r;
 }
 
-namespace {
-
-std::size_t char_length(std::string_view s, std::size_t i) {
-    const std::size_t len = utf8::valid_sequence_length(s, i);
-    return len ? len : 1;
-}
-
-// Oniguruma's search: the leftmost start where the pattern matches, its leftmost-first match there.
-void builtin_find_all(const SplitMatcher& m, std::string_view subject, std::vector<Regex::Match>& out) {
-    std::size_t pos = 0;
-    while (pos <= subject.size()) {
-        std::size_t start = pos, end = SplitMatcher::kNoMatch;
-        for (;;) {
-            end = m.match_at(subject, start);
-            if (end != SplitMatcher::kNoMatch || start >= subject.size()) break;
-            start += char_length(subject, start);
-        }
-        if (end == SplitMatcher::kNoMatch) return;
-        if (end > start) {
-            out.push_back({start, end});
-            pos = end;
-        } else {
-            // Empty match: step over one character.
-            if (start >= subject.size()) return;
-            pos = start + char_length(subject, start);
-        }
-    }
-}
-
-} // namespace
-
 void Regex::find_all(std::string_view subject, std::vector<Match>& out) const {
     if (impl_->builtin) {
-        builtin_find_all(*impl_->builtin, subject, out);
+        thread_local std::vector<SplitMatcher::Span> spans;
+        spans.clear();
+        impl_->builtin->find_all(subject, spans);
+        for (const auto& sp : spans) out.push_back({sp.start, sp.end});
         return;
     }
     ThreadScratch& s = scratch();

@@ -401,6 +401,24 @@ struct Frame {
     std::size_t pos;
 };
 
+// The code point at s[pos] (pos < size) and its length. The subject is valid UTF-8 by contract; a
+// truncated sequence still stays in bounds (read as U+FFFD, one byte).
+inline char32_t decode(std::string_view s, std::size_t pos, std::size_t& len) {
+    const auto b = static_cast<unsigned char>(s[pos]);
+    if (b < 0x80) {
+        len = 1;
+        return b;
+    }
+    len = b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    if (b < 0xC0 || pos + len > s.size()) {
+        len = 1;
+        return 0xFFFD;
+    }
+    char32_t cp = b & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+    for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[pos + k]) & 0x3F);
+    return cp;
+}
+
 std::vector<Frame>& backtrack_stack() {
     thread_local std::vector<Frame> stack;
     return stack;
@@ -435,7 +453,74 @@ Result<SplitMatcher> SplitMatcher::compile(std::string_view pattern) {
     Status st = compiler.emit(root.value());
     if (!st.ok()) return core::unimplemented("split pattern '" + std::string(pattern) + "': " + st.message());
     m.prog_.push_back({Inst::kMatch, false, 0, 0});
+    m.compute_first_classes();
     return m;
+}
+
+void SplitMatcher::compute_first_classes() {
+    first_classes_.clear();
+    std::vector<bool> seen(prog_.size(), false);
+    std::vector<std::uint32_t> todo{0};
+    while (!todo.empty()) {
+        const std::uint32_t pc = todo.back();
+        todo.pop_back();
+        if (seen[pc]) continue;
+        seen[pc] = true;
+        const Inst& in = prog_[pc];
+        switch (in.op) {
+        case Inst::kClass:
+            first_classes_.push_back(in.x);
+            first_ascii_[0] |= classes_[in.x].ascii[0];
+            first_ascii_[1] |= classes_[in.x].ascii[1];
+            break;
+        case Inst::kSplit:
+            todo.push_back(in.x);
+            todo.push_back(in.y);
+            break;
+        case Inst::kJmp:
+            todo.push_back(in.x);
+            break;
+        case Inst::kLookahead:
+        case Inst::kMatch:
+            first_classes_.clear();
+            return; // no filter
+        }
+    }
+}
+
+void SplitMatcher::find_all(std::string_view s, std::vector<Span>& out) const {
+    std::size_t pos = 0;
+    while (pos <= s.size()) {
+        std::size_t start = pos, end = kNoMatch;
+        while (start < s.size()) {
+            std::size_t len = 1;
+            const char32_t cp = decode(s, start, len);
+            bool may_start = first_classes_.empty();
+            if (!may_start && cp < 128) {
+                may_start = (first_ascii_[cp >> 6] >> (cp & 63)) & 1;
+            } else {
+                for (std::uint32_t c : first_classes_)
+                    if (classes_[c].contains_slow(cp)) {
+                        may_start = true;
+                        break;
+                    }
+            }
+            if (may_start && (end = run(s, 0, start)) != kNoMatch) break;
+            start += len;
+        }
+        if (start >= s.size() && end == kNoMatch && first_classes_.empty()) end = run(s, 0, start);
+        if (end == kNoMatch) return;
+        if (end > start) {
+            out.push_back({start, end});
+            pos = end;
+        } else {
+            // Empty match: step over one character.
+            if (start >= s.size()) return;
+            std::size_t len = 1;
+            decode(s, start, len);
+            pos = start + len;
+        }
+    }
 }
 
 SplitMatcher SplitMatcher::literal(std::string_view text) {
@@ -451,6 +536,7 @@ SplitMatcher SplitMatcher::literal(std::string_view text) {
         m.classes_.push_back(std::move(cc));
     }
     m.prog_.push_back({Inst::kMatch, false, 0, 0});
+    m.compute_first_classes();
     return m;
 }
 
@@ -470,18 +556,8 @@ std::size_t SplitMatcher::run(std::string_view s, std::uint32_t pc, std::size_t 
                 fail = true;
                 break;
             }
-            const auto b = static_cast<unsigned char>(s[pos]);
-            char32_t cp = b;
             std::size_t len = 1;
-            if (b >= 0x80) {
-                len = utf8::valid_sequence_length(s, pos);
-                if (len) {
-                    cp = utf8::decode_at(s, pos, &len);
-                } else {
-                    cp = 0xFFFD; // not reached for valid input; one byte stands for U+FFFD
-                    len = 1;
-                }
-            }
+            const char32_t cp = decode(s, pos, len);
             if (classes_[in.x].contains(cp)) {
                 pos += len;
                 ++pc;

@@ -29,6 +29,13 @@ public:
     // End of the leftmost-first match starting exactly at `pos`, or kNoMatch. `s` is valid UTF-8.
     std::size_t match_at(std::string_view s, std::size_t pos) const;
 
+    struct Span {
+        std::size_t start, end;
+    };
+    // Oniguruma's search: repeatedly the leftmost start where the pattern matches and its leftmost-first
+    // match there; empty matches are skipped. Appends to `out`.
+    void find_all(std::string_view s, std::vector<Span>& out) const;
+
     struct CharClass {
         bool negated = false;
         unicode::GcMask gc = 0; // code points whose category is in the mask
@@ -54,9 +61,14 @@ public:
 
 private:
     std::size_t run(std::string_view s, std::uint32_t pc, std::size_t pos) const;
+    void compute_first_classes();
 
     std::vector<CharClass> classes_;
     std::vector<Inst> prog_;
+    // A match must start with a character of one of these classes (the classes reachable from the start
+    // without consuming); empty when the pattern can match or look ahead first, i.e. no filter.
+    std::vector<std::uint32_t> first_classes_;
+    std::uint64_t first_ascii_[2] = {0, 0}; // union of the first classes on U+0000..U+007F
 };
 
 } // namespace deepinfer::tokenizer
