@@ -354,6 +354,12 @@ public:
         }
         case Node::kRepeat: {
             const Node& body = n.kids[0];
+            if (body.kind == Node::kClass) {
+                Inst r{Inst::kRepeatClass, false, body.cls, static_cast<std::uint32_t>(n.min)};
+                r.max = n.max < 0 ? SplitMatcher::kUnbounded : static_cast<std::uint32_t>(n.max);
+                push(r);
+                break;
+            }
             for (int i = 0; i < n.min; ++i) DI_RETURN_IF_ERROR(emit(body));
             if (n.max < 0) {
                 if (nullable(body))
@@ -399,6 +405,8 @@ private:
 struct Frame {
     std::uint32_t pc;
     std::size_t pos;
+    std::size_t floor = 0;  // give-back frames: the repeat may not give back below this position
+    bool give_back = false; // a kRepeatClass frame (pc is the repeat), not a split's alternative
 };
 
 // The code point at s[pos] (pos < size) and its length. The subject is valid UTF-8 by contract; a
@@ -468,6 +476,9 @@ void SplitMatcher::compute_first_classes() {
         seen[pc] = true;
         const Inst& in = prog_[pc];
         switch (in.op) {
+        case Inst::kRepeatClass:
+            if (in.y == 0) todo.push_back(pc + 1); // may match nothing: what follows can start
+            [[fallthrough]];
         case Inst::kClass:
             first_classes_.push_back(in.x);
             first_ascii_[0] |= classes_[in.x].ascii[0];
@@ -566,6 +577,25 @@ std::size_t SplitMatcher::run(std::string_view s, std::uint32_t pc, std::size_t 
             }
             break;
         }
+        case Inst::kRepeatClass: {
+            const std::size_t start = pos;
+            std::size_t floor = in.y == 0 ? start : kNoMatch;
+            std::uint32_t count = 0;
+            while (count < in.max && pos < s.size()) {
+                std::size_t len = 1;
+                const char32_t cp = decode(s, pos, len);
+                if (!classes_[in.x].contains(cp)) break;
+                pos += len;
+                if (++count == in.y) floor = pos;
+            }
+            if (count < in.y) {
+                fail = true;
+                break;
+            }
+            if (pos > floor) st.push_back({pc, pos, floor, true});
+            ++pc;
+            break;
+        }
         case Inst::kSplit:
             st.push_back({in.y, pos});
             pc = in.x;
@@ -587,9 +617,19 @@ std::size_t SplitMatcher::run(std::string_view s, std::uint32_t pc, std::size_t 
         }
         if (fail) {
             if (st.size() == base) return kNoMatch;
-            pc = st.back().pc;
-            pos = st.back().pos;
+            const Frame f = st.back();
             st.pop_back();
+            if (f.give_back) {
+                // Give back the last character of the repeat and retry what follows it.
+                std::size_t p = f.pos - 1;
+                while (p > f.floor && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
+                if (p > f.floor) st.push_back({f.pc, p, f.floor, true});
+                pc = f.pc + 1;
+                pos = p;
+            } else {
+                pc = f.pc;
+                pos = f.pos;
+            }
         }
     }
 }

@@ -53,11 +53,16 @@ public:
         }
     };
     struct Inst {
-        enum Op : std::uint8_t { kClass, kSplit, kJmp, kLookahead, kMatch } op;
-        bool negate = false; // kLookahead: (?!...)
-        std::uint32_t x = 0; // kClass: class index; kSplit: preferred; kJmp: target; kLookahead: body
-        std::uint32_t y = 0; // kSplit: alternative; kLookahead: continuation
+        // kRepeatClass: a greedy repeat of one class (X+, X*, X{n,m}) consumed in one loop, giving back
+        // one character at a time on backtracking.
+        enum Op : std::uint8_t { kClass, kSplit, kJmp, kLookahead, kMatch, kRepeatClass } op;
+        bool negate = false;   // kLookahead: (?!...)
+        std::uint32_t x = 0;   // kClass, kRepeatClass: class index; kSplit: preferred; kJmp: target;
+                               // kLookahead: body
+        std::uint32_t y = 0;   // kSplit: alternative; kLookahead: continuation; kRepeatClass: min
+        std::uint32_t max = 0; // kRepeatClass: max repeats (kUnbounded: no limit)
     };
+    static constexpr std::uint32_t kUnbounded = 0xFFFFFFFFu;
 
 private:
     std::size_t run(std::string_view s, std::uint32_t pc, std::size_t pos) const;

@@ -40,6 +40,11 @@ TEST(SplitMatcher, LeftmostFirstAlternationAndGreedyRepeats) {
     EXPECT_EQ(matches(R"(\s*[\r\n]+)", "a \n\nb"), (V{" \n\n"}));
     EXPECT_EQ(matches("(?=b)", "abab"), V{}); // empty matches are skipped
     EXPECT_EQ(matches("a(?=b)", "abac"), (V{"a"}));
+    // A repeated class gives characters back one at a time, multi-byte ones whole.
+    EXPECT_EQ(matches("a+ab", "aaab aab ab"), (V{"aaab", "aab"}));
+    EXPECT_EQ(matches("x{2,3}y", "xxxxy"), (V{"xxxy"}));
+    EXPECT_EQ(matches("é+éa", "éééa éa"), (V{"éééa"}));
+    EXPECT_EQ(matches("[ab]*b", "aaba"), (V{"aab"}));
 }
 
 TEST(SplitMatcher, ClassesEscapesAndRanges) {
