@@ -26,7 +26,8 @@ namespace deepinfer::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt TEXT) [--max-tokens N]\n"
+    "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt-ids-file F|- | --prompt TEXT)\n"
+    "                          [--max-tokens N]\n"
     "                          [--chunk-size C] [--block-size B] [--dump-probes FILE.safetensors]\n"
     "                          [--tokenizer FILE]\n"
     "       deepinfer generate --model DIR --input-jsonl FILE|- [--output-jsonl FILE|-] [--no-progress]\n"
@@ -35,7 +36,38 @@ constexpr const char* kUsage =
     "text when the prompt was text). Many prompts: one JSON object per input line, e.g.\n"
     "{\"prompt_ids\": [1, 2], \"max_tokens\": 8, \"temperature\": 0.7, \"seed\": 1} or {\"prompt\": "
     "\"text\"}.\n"
+    "--prompt-ids-file: ids separated by commas and/or whitespace (a JSON array works too), for prompts\n"
+    "too long for the command line.\n"
     "The tokenizer defaults to DIR/tokenizer.json when present.\nEngine flags:\n";
+
+// Ids from a file (or stdin): separated by commas, whitespace, and optional JSON brackets.
+core::Result<std::vector<int32_t>> read_ids_file(const std::string& path) {
+    std::ifstream file;
+    if (path != "-") {
+        file.open(path, std::ios::binary);
+        if (!file) return core::not_found(path + ": cannot open --prompt-ids-file");
+    }
+    std::istream& in = path == "-" ? std::cin : file;
+    std::vector<int32_t> ids;
+    std::string tok;
+    auto flush = [&]() -> core::Status {
+        if (tok.empty()) return core::Status::ok_status();
+        if (tok.find_first_not_of("0123456789") != std::string::npos || tok.size() > 9)
+            return core::invalid_argument(path + ": '" + tok + "' is not a token id (--prompt-ids-file)");
+        ids.push_back(std::stoi(tok));
+        tok.clear();
+        return core::Status::ok_status();
+    };
+    for (char c; in.get(c);) {
+        if (c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '[' || c == ']') {
+            DI_RETURN_IF_ERROR(flush());
+        } else {
+            tok.push_back(c);
+        }
+    }
+    DI_RETURN_IF_ERROR(flush());
+    return ids;
+}
 
 core::Result<std::vector<int32_t>> parse_ids(const std::string& s) {
     std::vector<int32_t> ids;
@@ -120,8 +152,8 @@ int run_jsonl(const Args& args, model::deepseek_v4::DeepseekV4Model& m,
 int run_generate(const std::vector<std::string>& argv) {
     using model::deepseek_v4::DeepseekV4Model;
     std::set<std::string> value_flags = engine_value_flags();
-    value_flags.insert({"model", "prompt-ids", "prompt", "max-tokens", "chunk-size", "dump-probes",
-                        "tokenizer", "input-jsonl", "output-jsonl"});
+    value_flags.insert({"model", "prompt-ids", "prompt-ids-file", "prompt", "max-tokens", "chunk-size",
+                        "dump-probes", "tokenizer", "input-jsonl", "output-jsonl"});
     std::set<std::string> bool_flags = engine_bool_flags();
     bool_flags.insert({"help", "no-progress"});
     auto args = Args::parse(argv, value_flags, bool_flags);
@@ -134,12 +166,13 @@ int run_generate(const std::vector<std::string>& argv) {
         std::printf("%s%s", kUsage, engine_flags_help());
         return 0;
     }
-    const int inputs = args->has("prompt-ids") + args->has("prompt") + args->has("input-jsonl");
+    const int inputs = args->has("prompt-ids") + args->has("prompt-ids-file") + args->has("prompt") +
+                       args->has("input-jsonl");
     if (!args->get("model") || inputs != 1) {
         std::fprintf(
             stderr,
-            "deepinfer generate: --model and exactly one of --prompt-ids, --prompt, --input-jsonl are "
-            "required\n%s",
+            "deepinfer generate: --model and exactly one of --prompt-ids, --prompt-ids-file, --prompt, "
+            "--input-jsonl are required\n%s",
             kUsage);
         return 2;
     }
@@ -155,7 +188,8 @@ int run_generate(const std::vector<std::string>& argv) {
     }
     core::Result<std::vector<int32_t>> ids =
         args->has("prompt") ? core::Result<std::vector<int32_t>>((*tok)->encode(*args->get("prompt"), true))
-                            : parse_ids(*args->get("prompt-ids"));
+        : args->has("prompt-ids-file") ? read_ids_file(*args->get("prompt-ids-file"))
+                                       : parse_ids(*args->get("prompt-ids"));
     if (!ids.ok()) return fail(ids.status());
     if (ids->empty()) return fail(core::invalid_argument("--prompt: the prompt encodes to no tokens"));
     auto max_tokens = args->get_int("max-tokens", 16);

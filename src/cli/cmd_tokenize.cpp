@@ -1,19 +1,25 @@
 // `deepinfer tokenize` and `deepinfer detokenize`: look at exactly what the model sees.
 
 #include <cstdio>
+#include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/tokenizer_common.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_text.h"
 
 namespace deepinfer::cli {
 namespace {
 
 constexpr const char* kTokenizeHelp =
     "usage: deepinfer tokenize [--tokenizer PATH] [--file F|-] [--plain] [--tokens] [TEXT...]\n"
+    "       deepinfer tokenize --jsonl [--tokenizer PATH] [--file F|-] [--plain]\n"
     "Prints the token ids of TEXT (or of the file, or stdin), space-separated.\n"
+    "  --jsonl    batch: one input per line, a JSON string or {\"text\": ..., \"plain\": bool}; one output\n"
+    "             line each, {\"ids\": [...]} (or {\"error\": ...}); the tokenizer is loaded once\n"
     "  --tokens   one token per line: id, then its bytes (special tokens as themselves)\n"
     "  --plain    do not match special tokens in the text (how untrusted content should be encoded)\n"
     "  --count    print only the number of tokens\n";
@@ -39,8 +45,41 @@ std::string printable(std::string_view bytes) {
     return out;
 }
 
+// Runs `line_fn` on every line of the input (--file F, '-' or stdin), printing one JSON line each; a
+// failing line prints {"error": ...} and makes the exit code 1, the other lines still run.
+template <typename Fn> int run_jsonl(const Args& args, Fn line_fn) {
+    std::ifstream file;
+    const std::string path = args.get_or("file", "-");
+    if (path != "-") {
+        file.open(path, std::ios::binary);
+        if (!file) {
+            std::fprintf(stderr, "error: cannot open %s\n", path.c_str());
+            return 1;
+        }
+    }
+    std::istream& in = path == "-" ? std::cin : file;
+    int rc = 0;
+    std::string line;
+    for (long n = 1; std::getline(in, line); ++n) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find_first_not_of(" \t") == std::string::npos) continue;
+        tokenizer::Json out;
+        try {
+            out = line_fn(tokenizer::Json::parse(line));
+        } catch (const std::exception& e) {
+            out = {{"error", path + " line " + std::to_string(n) + ": " + e.what()}};
+            rc = 1;
+        }
+        const std::string s = out.dump(-1, ' ', false, tokenizer::Json::error_handler_t::replace);
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+    }
+    return rc;
+}
+
 int run_tokenize(const std::vector<std::string>& argv) {
-    auto args = Args::parse(argv, {"tokenizer", "file"}, {"plain", "tokens", "count", "help"});
+    auto args = Args::parse(argv, {"tokenizer", "file"}, {"plain", "tokens", "count", "jsonl", "help"});
     if (!args.ok()) {
         std::fprintf(stderr, "error: %s\n%s", args.status().message().c_str(), kTokenizeHelp);
         return 2;
@@ -51,6 +90,13 @@ int run_tokenize(const std::vector<std::string>& argv) {
     }
     auto tok = load_tokenizer(*args);
     if (!tok) return 1;
+    if (args->has("jsonl")) {
+        return run_jsonl(*args, [&](const tokenizer::Json& j) {
+            const bool plain = j.is_object() ? j.value("plain", args->has("plain")) : args->has("plain");
+            const std::string text = j.is_object() ? j.at("text").get<std::string>() : j.get<std::string>();
+            return tokenizer::Json{{"ids", plain ? tok->encode_plain(text) : tok->encode(text)}};
+        });
+    }
     auto text = read_input(*args);
     if (!text) return 1;
     const auto ids = args->has("plain") ? tok->encode_plain(*text) : tok->encode(*text);
@@ -70,10 +116,13 @@ int run_tokenize(const std::vector<std::string>& argv) {
 
 constexpr const char* kDetokenizeHelp =
     "usage: deepinfer detokenize [--tokenizer PATH] [--skip-special] [--file F|-] [ID...]\n"
-    "Prints the text of token ids (arguments, or whitespace/comma-separated on stdin or in a file).\n";
+    "       deepinfer detokenize --jsonl [--tokenizer PATH] [--skip-special] [--file F|-]\n"
+    "Prints the text of token ids (arguments, or whitespace/comma-separated on stdin or in a file).\n"
+    "  --jsonl    batch: one input per line, a JSON array of ids or {\"ids\": [...]}; one output line\n"
+    "             each, {\"text\": ...} (or {\"error\": ...}); the tokenizer is loaded once\n";
 
 int run_detokenize(const std::vector<std::string>& argv) {
-    auto args = Args::parse(argv, {"tokenizer", "file"}, {"skip-special", "help"});
+    auto args = Args::parse(argv, {"tokenizer", "file"}, {"skip-special", "jsonl", "help"});
     if (!args.ok()) {
         std::fprintf(stderr, "error: %s\n%s", args.status().message().c_str(), kDetokenizeHelp);
         return 2;
@@ -84,6 +133,13 @@ int run_detokenize(const std::vector<std::string>& argv) {
     }
     auto tok = load_tokenizer(*args);
     if (!tok) return 1;
+    if (args->has("jsonl")) {
+        return run_jsonl(*args, [&](const tokenizer::Json& j) {
+            const tokenizer::Json& arr = j.is_object() ? j.at("ids") : j;
+            const auto ids = arr.get<std::vector<tokenizer::TokenId>>();
+            return tokenizer::Json{{"text", tok->decode(ids, args->has("skip-special"))}};
+        });
+    }
     auto text = read_input(*args);
     if (!text) return 1;
     std::vector<tokenizer::TokenId> ids;

@@ -32,6 +32,17 @@ inline std::optional<tokenizer::Tokenizer> load_tokenizer(const Args& args) {
     return std::move(r).value();
 }
 
+// The whole file at path ("-": stdin); an error naming the file when it cannot be read.
+inline std::optional<std::string> read_path(const std::string& path) {
+    if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        std::fprintf(stderr, "error: cannot open %s\n", path.c_str());
+        return std::nullopt;
+    }
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 // --file F (or "-" for stdin), else the positional arguments joined by spaces, else stdin.
 inline std::optional<std::string> read_input(const Args& args) {
     auto slurp = [](std::istream& in) { return std::string(std::istreambuf_iterator<char>(in), {}); };

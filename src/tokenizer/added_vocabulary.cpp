@@ -1,5 +1,7 @@
 #include "tokenizer/added_vocabulary.h"
 
+#include <algorithm>
+
 #include "tokenizer/utf8.h"
 
 namespace deepinfer::tokenizer {
@@ -40,20 +42,31 @@ std::int32_t AddedTokenMatcher::child(std::int32_t node, unsigned char b) const 
 }
 
 void AddedTokenMatcher::find_all(std::string_view text, const std::vector<AddedToken>& tokens,
-                                 std::vector<Match>& out) const {
+                                 std::vector<Match>& out, std::span<const ByteRange> plain) const {
     if (empty()) return;
     std::size_t i = 0;
     std::size_t last_end = 0;
+    std::size_t next_plain = 0; // first plain range ending after i
     while (i < text.size()) {
         if (!first_byte_[static_cast<unsigned char>(text[i])]) {
             ++i;
             continue;
         }
+        // A match at i must end before the next plain range starts (and i must not be inside one).
+        while (next_plain < plain.size() && plain[next_plain].end <= i) ++next_plain;
+        std::size_t limit = text.size();
+        if (next_plain < plain.size()) {
+            if (plain[next_plain].begin <= i) {
+                i = plain[next_plain].end;
+                continue;
+            }
+            limit = plain[next_plain].begin;
+        }
         // Longest token starting at i.
         std::int32_t node = 0;
         std::int64_t best = -1;
         std::size_t best_end = 0;
-        for (std::size_t j = i; j < text.size(); ++j) {
+        for (std::size_t j = i; j < limit; ++j) {
             node = child(node, static_cast<unsigned char>(text[j]));
             if (node < 0) break;
             if (nodes_[node].token >= 0) {
@@ -76,10 +89,12 @@ void AddedTokenMatcher::find_all(std::string_view text, const std::vector<AddedT
             }
         }
         std::size_t start = i, end = best_end;
+        // Stripping never reaches into plain text.
+        const std::size_t floor = next_plain > 0 ? std::max(last_end, plain[next_plain - 1].end) : last_end;
         if (tok.lstrip)
-            while (start > last_end && is_space(static_cast<unsigned char>(text[start - 1]))) --start;
+            while (start > floor && is_space(static_cast<unsigned char>(text[start - 1]))) --start;
         if (tok.rstrip)
-            while (end < text.size() && is_space(static_cast<unsigned char>(text[end]))) ++end;
+            while (end < limit && is_space(static_cast<unsigned char>(text[end]))) ++end;
         out.push_back({start, end, static_cast<std::size_t>(best)});
         last_end = end;
         i = end;

@@ -5,11 +5,17 @@
 // takes the leftmost match, longest first at that position.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace deepinfer::tokenizer {
+
+// A byte range [begin, end) of a text.
+struct ByteRange {
+    std::size_t begin, end;
+};
 
 struct AddedToken {
     std::string content;
@@ -31,9 +37,10 @@ public:
         std::size_t start, end; // byte range in the text, after lstrip/rstrip widening
         std::size_t index;      // into the token list given to add()
     };
-    // Splits text into non-matching gaps and matches, left to right.
-    void find_all(std::string_view text, const std::vector<AddedToken>& tokens,
-                  std::vector<Match>& out) const;
+    // Splits text into non-matching gaps and matches, left to right. No match may overlap a `plain` range
+    // (sorted, disjoint): text there stays text, however it is spelled.
+    void find_all(std::string_view text, const std::vector<AddedToken>& tokens, std::vector<Match>& out,
+                  std::span<const ByteRange> plain = {}) const;
 
 private:
     struct Node {

@@ -20,6 +20,7 @@ struct Block {
     enum class Kind { kText, kImage, kToolResult } kind;
     std::string text; // text, or the tool result content
     std::string tool_use_id;
+    std::vector<std::size_t> images = {}; // offsets in text where an image placeholder token was put
 };
 
 // A message after tool results were merged (the reference's intermediate dict form).
@@ -32,14 +33,17 @@ struct Item {
     Json tools, response_format;
     std::optional<std::string> task;
     bool wo_eos = false;
+    std::vector<std::size_t> content_images; // offsets in content where an image placeholder was put
 };
 
-std::string flatten(const Message& m) {
+// images (optional): receives the offsets of the image placeholders flatten() itself inserted.
+std::string flatten(const Message& m, std::vector<std::size_t>* images = nullptr) {
     if (!m.parts) return m.content;
     std::string out;
     for (std::size_t i = 0; i < m.parts->size(); ++i) {
         if (i) out += "\n\n";
         const ContentPart& p = (*m.parts)[i];
+        if (p.is_image && images) images->push_back(out.size());
         out += p.is_image ? std::string(kImagePlaceholder) : p.text;
     }
     return out;
@@ -73,13 +77,15 @@ std::vector<Item> merge_tool_messages(const std::vector<Message>& messages) {
                 out.push_back(std::move(it));
             }
         } else if (m.role == Role::kUser) {
-            Block b{Block::Kind::kText, flatten(m), ""};
+            Block b{Block::Kind::kText, "", ""};
+            b.text = flatten(m, &b.images);
             if (last_is_merged_user && !last->task) {
                 last->blocks->push_back(std::move(b));
             } else {
                 Item it{};
                 it.role = Role::kUser;
                 it.content = b.text;
+                it.content_images = b.images;
                 it.blocks = std::vector<Block>{std::move(b)};
                 it.task = m.task;
                 it.wo_eos = m.wo_eos;
@@ -88,7 +94,7 @@ std::vector<Item> merge_tool_messages(const std::vector<Message>& messages) {
         } else {
             Item it{};
             it.role = m.role;
-            it.content = flatten(m);
+            it.content = flatten(m, &it.content_images);
             it.reasoning = m.reasoning;
             it.tool_calls = m.tool_calls;
             it.tools = m.tools;
@@ -192,11 +198,28 @@ struct RenderContext {
     bool drop;
     std::string_view effort_prompt;
     int last_user;
+    // When set, receives the prompt byte ranges that hold message text (for plain-content encoding);
+    // `base` is where this item's text starts in the prompt.
+    std::vector<ContentRange>* content = nullptr;
+    std::size_t base = 0;
 };
 
 Result<std::string> render_item(int index, const std::vector<Item>& items, const RenderContext& cx) {
     const Item& it = items[index];
     std::string p;
+    // Appends message text, recording it as content except for the image placeholders flatten() put in.
+    auto add_text = [&](const std::string& text, const std::vector<std::size_t>& images = {}) {
+        if (cx.content) {
+            std::size_t from = 0;
+            const std::size_t at = cx.base + p.size();
+            for (std::size_t img : images) {
+                if (img > from) cx.content->push_back({at + from, at + img});
+                from = img + kImagePlaceholder.size();
+            }
+            if (text.size() > from) cx.content->push_back({at + from, at + text.size()});
+        }
+        p += text;
+    };
     if (index == 0 && cx.thinking) p += cx.effort_prompt;
     auto append_tools_and_format = [&](std::string& s) -> Status {
         if (it.tools.is_array() && !it.tools.empty()) {
@@ -209,12 +232,13 @@ Result<std::string> render_item(int index, const std::vector<Item>& items, const
     };
     switch (it.role) {
     case Role::kSystem:
-        DI_RETURN_IF_ERROR(append_tools_and_format(p += it.content));
+        add_text(it.content, it.content_images);
+        DI_RETURN_IF_ERROR(append_tools_and_format(p));
         break;
     case Role::kDeveloper:
         if (it.content.empty()) return core::invalid_argument("developer message must have content");
         p += kUserToken;
-        p += it.content;
+        add_text(it.content, it.content_images);
         DI_RETURN_IF_ERROR(append_tools_and_format(p));
         break;
     case Role::kUser:
@@ -224,18 +248,20 @@ Result<std::string> render_item(int index, const std::vector<Item>& items, const
                 if (i) p += "\n\n";
                 const Block& b = (*it.blocks)[i];
                 if (b.kind == Block::Kind::kToolResult) {
-                    p += "<tool_result>" + b.text + "</tool_result>";
+                    p += "<tool_result>";
+                    add_text(b.text);
+                    p += "</tool_result>";
                 } else {
-                    p += b.text;
+                    add_text(b.text, b.images);
                 }
             }
         } else {
-            p += it.content;
+            add_text(it.content, it.content_images);
         }
         break;
     case Role::kLatestReminder:
         p += kLatestReminderToken;
-        p += it.content;
+        add_text(it.content, it.content_images);
         break;
     case Role::kTool:
         return core::internal_error("tool message survived merging");
@@ -253,10 +279,12 @@ Result<std::string> render_item(int index, const std::vector<Item>& items, const
                     "tool_calls>";
         }
         const bool prev_has_task = index > 0 && items[index - 1].task.has_value();
-        std::string thinking_part;
-        if (cx.thinking && !prev_has_task && (!cx.drop || index > cx.last_user))
-            thinking_part = it.reasoning.value_or("") + std::string(kThinkEnd);
-        p += thinking_part + it.content + calls;
+        if (cx.thinking && !prev_has_task && (!cx.drop || index > cx.last_user)) {
+            add_text(it.reasoning.value_or(""));
+            p += kThinkEnd;
+        }
+        add_text(it.content, it.content_images);
+        p += calls;
         if (!it.wo_eos) p += kEosToken;
         break;
     }
@@ -289,7 +317,13 @@ Result<std::string> render_item(int index, const std::vector<Item>& items, const
 } // namespace
 
 Result<std::string> render_chat(const Conversation& conversation, const ChatOptions& options) {
+    return render_chat(conversation, options, nullptr);
+}
+
+Result<std::string> render_chat(const Conversation& conversation, const ChatOptions& options,
+                                std::vector<ContentRange>* content) {
     std::vector<Message> messages = conversation.messages;
+    std::size_t context_messages = options.context_messages;
     if (conversation.tools.is_array() && !conversation.tools.empty()) {
         auto sys = std::find_if(messages.begin(), messages.end(),
                                 [](const Message& m) { return m.role == Role::kSystem; });
@@ -297,21 +331,37 @@ Result<std::string> render_chat(const Conversation& conversation, const ChatOpti
             Message m;
             m.role = Role::kSystem;
             sys = messages.insert(messages.begin(), m);
+            if (context_messages > 0) ++context_messages; // the synthesized system message is context too
         }
         sys->tools = conversation.tools;
     }
-    std::vector<Item> items = merge_tool_messages(messages);
+    if (context_messages > messages.size())
+        return core::invalid_argument("context: " + std::to_string(options.context_messages) +
+                                      " context messages but the conversation has " +
+                                      std::to_string(messages.size()));
+    // Like encode_messages(context=...): context and new messages merge tool turns separately.
+    const auto split = messages.begin() + static_cast<std::ptrdiff_t>(context_messages);
+    std::vector<Item> items = merge_tool_messages(std::vector<Message>(messages.begin(), split));
+    const std::vector<Item> context_items = items;
+    for (Item& it : merge_tool_messages(std::vector<Message>(split, messages.end())))
+        items.push_back(std::move(it));
     sort_tool_results(items);
 
     const bool thinking = options.mode != ThinkingMode::kNonThinking;
     bool drop = options.drop_thinking;
     for (const Item& it : items)
         if (it.tools.is_array() && !it.tools.empty()) drop = false;
-    if (thinking && drop) items = drop_thinking(std::move(items));
+    std::size_t context_len = context_items.size();
+    if (thinking && drop) {
+        items = drop_thinking(std::move(items));
+        context_len = drop_thinking(context_items).size();
+    }
 
-    RenderContext cx{thinking, drop, reasoning_effort_prompt(options.mode), last_user_index(items)};
-    std::string prompt = options.add_bos ? std::string(kBosToken) : std::string();
-    for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+    RenderContext cx{thinking, drop, reasoning_effort_prompt(options.mode, options.effort_table),
+                     last_user_index(items), content};
+    std::string prompt = options.add_bos && context_items.empty() ? std::string(kBosToken) : std::string();
+    for (int i = static_cast<int>(context_len); i < static_cast<int>(items.size()); ++i) {
+        cx.base = prompt.size();
         DI_ASSIGN_OR_RETURN(std::string part, render_item(i, items, cx));
         prompt += part;
     }

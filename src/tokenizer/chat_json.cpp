@@ -2,6 +2,9 @@
 
 #include "tokenizer/chat_encoding.h"
 
+#include <fstream>
+#include <sstream>
+
 namespace deepinfer::tokenizer {
 
 namespace {
@@ -88,26 +91,56 @@ Result<Conversation> conversation_from_json(const Json& request) {
 }
 
 Result<ThinkingMode> parse_thinking_mode(std::string_view name) {
-    if (name == "non-thinking" || name == "chat") return ThinkingMode::kNonThinking;
-    if (name == "thinking-low") return ThinkingMode::kThinkingLow;
-    if (name == "thinking" || name == "thinking-high") return ThinkingMode::kThinkingHigh;
-    if (name == "thinking-max") return ThinkingMode::kThinkingMax;
+    if (name == "chat" || name == "non-thinking") return ThinkingMode::kNonThinking;
+    if (name == "thinking" || name == "thinking-low") return ThinkingMode::kThinkingLow;
+    if (name == "thinking-effort-high" || name == "thinking-high") return ThinkingMode::kThinkingHigh;
+    if (name == "thinking-effort-max" || name == "thinking-max") return ThinkingMode::kThinkingMax;
     return core::invalid_argument("unknown thinking mode '" + std::string(name) +
-                                  "' (non-thinking, thinking-low, thinking-high, thinking-max)");
+                                  "' (chat, thinking, thinking-effort-high, thinking-effort-max)");
 }
 
 std::string_view thinking_mode_name(ThinkingMode mode) {
     switch (mode) {
     case ThinkingMode::kNonThinking:
-        return "non-thinking";
+        return "chat";
     case ThinkingMode::kThinkingLow:
-        return "thinking-low";
+        return "thinking";
     case ThinkingMode::kThinkingHigh:
-        return "thinking-high";
+        return "thinking-effort-high";
     case ThinkingMode::kThinkingMax:
-        return "thinking-max";
+        return "thinking-effort-max";
     }
     return "";
+}
+
+Result<EffortTable> parse_effort_table(std::string_view name) {
+    if (name == "release") return EffortTable::kRelease;
+    if (name == "0731") return EffortTable::k0731;
+    return core::invalid_argument("unknown effort table '" + std::string(name) + "' (release, 0731)");
+}
+
+std::string_view effort_table_name(EffortTable table) {
+    switch (table) {
+    case EffortTable::kRelease:
+        return "release";
+    case EffortTable::k0731:
+        return "0731";
+    }
+    return "";
+}
+
+EffortTableChoice detect_effort_table(const std::string& model_dir) {
+    const std::string path = model_dir + "/encoding/encoding_dsv4.py";
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return {EffortTable::kRelease, path + " not found: release table (SGLang's fallback)"};
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string src = ss.str();
+    if (src.find("REASONING_EFFORT_PROMPTS") != std::string::npos)
+        return {EffortTable::k0731, path + " defines REASONING_EFFORT_PROMPTS: 0731 table"};
+    if (src.find("REASONING_EFFORT_MAX") != std::string::npos)
+        return {EffortTable::kRelease, path + " defines REASONING_EFFORT_MAX: release table"};
+    return {EffortTable::kRelease, path + " defines neither effort table: release table (SGLang's fallback)"};
 }
 
 } // namespace deepinfer::tokenizer

@@ -71,17 +71,22 @@ std::string response_format_prompt(std::string_view schema_json) {
            std::string(schema_json);
 }
 
-std::string_view reasoning_effort_prompt(ThinkingMode mode) {
+std::string_view reasoning_effort_prompt(ThinkingMode mode, EffortTable table) {
     switch (mode) {
     case ThinkingMode::kNonThinking:
     case ThinkingMode::kThinkingLow:
         return "";
     case ThinkingMode::kThinkingHigh:
-        return kEffortHigh;
+        return table == EffortTable::kRelease ? std::string_view() : kEffortHigh;
     case ThinkingMode::kThinkingMax:
-        return kEffortMax;
+        // The release's only effort prompt is the text 0731 moved down to "high".
+        return table == EffortTable::kRelease ? kEffortHigh : kEffortMax;
     }
     return "";
+}
+
+std::string_view reasoning_effort_prompt(ThinkingMode mode) {
+    return reasoning_effort_prompt(mode, EffortTable::k0731);
 }
 
 std::optional<std::string_view> task_token(std::string_view task) {

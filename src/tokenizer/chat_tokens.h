@@ -25,6 +25,9 @@ std::string tools_prompt(std::string_view schemas);
 // "## Response Format: ..." block around a JSON schema.
 std::string response_format_prompt(std::string_view schema_json);
 // The text prepended to the first message in thinking modes ("" for non-thinking and low).
+// The prompt put before the first message for `mode` under `table`.
+std::string_view reasoning_effort_prompt(ThinkingMode mode, EffortTable table);
+// The 0731 table (what this function returned before effort tables existed).
 std::string_view reasoning_effort_prompt(ThinkingMode mode);
 // "<｜action｜>" for "action", ... ; nullopt for an unknown task.
 std::optional<std::string_view> task_token(std::string_view task);

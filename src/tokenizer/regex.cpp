@@ -3,11 +3,15 @@
 
 #include <pcre2.h>
 
+#include <optional>
+
+#include "tokenizer/split_matcher.h"
 #include "tokenizer/utf8.h"
 
 namespace deepinfer::tokenizer {
 
 struct Regex::Impl {
+    std::optional<SplitMatcher> builtin;
     pcre2_code* code = nullptr;
     bool jit = false;
     ~Impl() {
@@ -47,7 +51,19 @@ Regex::Regex(Regex&&) noexcept = default;
 Regex& Regex::operator=(Regex&&) noexcept = default;
 Regex::~Regex() = default;
 
+bool Regex::builtin() const {
+    return impl_->builtin.has_value();
+}
+
 core::Result<Regex> Regex::compile(std::string_view pattern) {
+    auto matcher = SplitMatcher::compile(pattern);
+    if (matcher.ok()) {
+        Regex r;
+        r.impl_ = std::make_unique<Impl>();
+        r.impl_->builtin.emplace(std::move(matcher).value());
+        r.pattern_ = std::string(pattern);
+        return r;
+    }
     int err = 0;
     PCRE2_SIZE off = 0;
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
@@ -67,21 +83,21 @@ core::Result<Regex> Regex::compile(std::string_view pattern) {
 }
 
 core::Result<Regex> Regex::literal(std::string_view literal) {
-    std::string quoted = "\\Q";
-    // \E inside the literal would end quoting early; split around it.
-    for (std::size_t i = 0; i < literal.size(); ++i) {
-        if (literal[i] == '\\' && i + 1 < literal.size() && literal[i + 1] == 'E') {
-            quoted += "\\E\\\\\\QE";
-            ++i;
-        } else {
-            quoted.push_back(literal[i]);
-        }
-    }
-    quoted += "\\E";
-    return compile(quoted);
+    Regex r;
+    r.impl_ = std::make_unique<Impl>();
+    r.impl_->builtin.emplace(SplitMatcher::literal(literal));
+    r.pattern_ = std::string(literal);
+    return r;
 }
 
 void Regex::find_all(std::string_view subject, std::vector<Match>& out) const {
+    if (impl_->builtin) {
+        thread_local std::vector<SplitMatcher::Span> spans;
+        spans.clear();
+        impl_->builtin->find_all(subject, spans);
+        for (const auto& sp : spans) out.push_back({sp.start, sp.end});
+        return;
+    }
     ThreadScratch& s = scratch();
     const auto* subj = reinterpret_cast<PCRE2_SPTR>(subject.data());
     std::size_t pos = 0;

@@ -1,6 +1,8 @@
 #pragma once
-// A compiled PCRE2 pattern (UTF + Unicode properties, JIT when available) standing in for the Oniguruma
-// patterns of tokenizer.json. Matching is thread-safe: each thread keeps its own match data and JIT stack.
+// A compiled tokenizer.json pattern (Oniguruma syntax). Patterns in the subset of split_matcher.h — every
+// pattern of the DeepSeek V4 tokenizer and GPT-2's — run on the built-in matcher with compiled-in Unicode 16
+// classes, so results do not depend on the host. Other patterns fall back to PCRE2 (UTF + UCP, JIT when
+// available), whose classes follow the host's PCRE2 Unicode version. Matching is thread-safe.
 
 #include <cstddef>
 #include <memory>
@@ -31,6 +33,8 @@ public:
     void find_all(std::string_view subject, std::vector<Match>& out) const;
 
     const std::string& pattern() const { return pattern_; }
+    // True when the built-in matcher (host-independent Unicode classes) runs this pattern.
+    bool builtin() const;
 
 private:
     Regex() = default;

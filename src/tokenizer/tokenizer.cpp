@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
 
@@ -26,26 +28,60 @@ std::vector<TokenId> Tokenizer::encode_plain(std::string_view text) const {
     return out;
 }
 
-void Tokenizer::encode_into(std::string_view text, bool match_added, std::vector<TokenId>& out) const {
+std::vector<TokenId> Tokenizer::encode_with_plain_ranges(std::string_view text,
+                                                         std::span<const ByteRange> plain) const {
+    std::vector<TokenId> out;
+    out.reserve(text.size() / 3 + 4);
+    if (utf8::is_valid(text)) {
+        encode_into(text, true, out, plain);
+        return out;
+    }
+    // Sanitize piece by piece so the ranges still point at the same text.
+    std::string sanitized;
+    std::vector<ByteRange> moved;
+    std::size_t pos = 0;
+    for (const ByteRange& r : plain) {
+        sanitized += utf8::sanitize(text.substr(pos, r.begin - pos));
+        const std::size_t b = sanitized.size();
+        sanitized += utf8::sanitize(text.substr(r.begin, r.end - r.begin));
+        moved.push_back({b, sanitized.size()});
+        pos = r.end;
+    }
+    sanitized += utf8::sanitize(text.substr(pos));
+    encode_into(sanitized, true, out, moved);
+    return out;
+}
+
+void Tokenizer::encode_into(std::string_view text, bool match_added, std::vector<TokenId>& out,
+                            std::span<const ByteRange> plain) const {
     std::string sanitized;
     if (!utf8::is_valid(text)) {
         sanitized = utf8::sanitize(text);
         text = sanitized;
     }
     const Impl& im = *impl_;
+    std::vector<ByteRange> gap_plain;
     // Second pass: tokens with normalized=true, matched in the normalized text of each gap.
     auto normalized_pass = [&](std::string_view gap) {
+        // The plain ranges inside this gap, relative to it.
+        gap_plain.clear();
+        const std::size_t off = static_cast<std::size_t>(gap.data() - text.data());
+        for (const ByteRange& r : plain)
+            if (r.end > off && r.begin < off + gap.size())
+                gap_plain.push_back({std::max(r.begin, off) - off, std::min(r.end, off + gap.size()) - off});
         std::string normalized;
         if (!im.normalizer.is_identity()) {
             normalized = im.normalizer.apply(gap);
             gap = normalized;
+            // Offsets no longer map into the normalized text: protect all of it.
+            if (!gap_plain.empty()) gap_plain.assign(1, ByteRange{0, gap.size()});
         }
         if (!match_added || im.normalized_matcher.empty()) {
             encode_segment(gap, out);
             return;
         }
         std::vector<AddedTokenMatcher::Match> m;
-        im.normalized_matcher.find_all(gap, im.added, m);
+        im.normalized_matcher.find_all(gap, im.added, m, gap_plain);
         std::size_t pos = 0;
         for (const auto& x : m) {
             if (x.start > pos) encode_segment(gap.substr(pos, x.start - pos), out);
@@ -59,7 +95,7 @@ void Tokenizer::encode_into(std::string_view text, bool match_added, std::vector
         return;
     }
     std::vector<AddedTokenMatcher::Match> m;
-    im.raw_matcher.find_all(text, im.added, m);
+    im.raw_matcher.find_all(text, im.added, m, plain);
     std::size_t pos = 0;
     for (const auto& x : m) {
         if (x.start > pos) normalized_pass(text.substr(pos, x.start - pos));

@@ -1,7 +1,8 @@
 #pragma once
 // A Hugging Face tokenizer.json of the BPE family, loaded and run natively:
-//   text --(added/special tokens matched first)--> normalizer --> pre-tokenizer (PCRE2 regex splits,
-//   ByteLevel) --> BPE merges --> post-processor;   ids --> decoder (ByteLevel) --> text.
+//   text --(added/special tokens matched first)--> normalizer --> pre-tokenizer (regex splits with
+//   compiled-in Unicode 16 classes, ByteLevel) --> BPE merges --> post-processor;
+//   ids --> decoder (ByteLevel) --> text.
 // Ids are bit-exact with HF `tokenizers` for the DeepSeek V4 tokenizer (tests/tokenizer goldens).
 //
 //   DI_ASSIGN_OR_RETURN(auto tok, Tokenizer::from_file("data/tokenizer/deepseek-v4/tokenizer.json"));
@@ -44,6 +45,11 @@ public:
     // Like encode(), but no added token is matched: "<｜User｜>" inside untrusted content becomes ordinary
     // BPE pieces and cannot forge a turn boundary.
     std::vector<TokenId> encode_plain(std::string_view text) const;
+    // Like encode(), except that no added token is matched across the `plain` byte ranges (sorted,
+    // disjoint): a chat prompt whose message text is encoded as text (chat_encoding.h's content ranges).
+    // Text without added-token spellings in those ranges encodes exactly like encode().
+    std::vector<TokenId> encode_with_plain_ranges(std::string_view text,
+                                                  std::span<const ByteRange> plain) const;
 
     // Decodes ids to UTF-8 (HF's ByteLevel decoder: token bytes concatenated, ill-formed sequences
     // replaced by U+FFFD). Unknown ids are skipped, as HF does.
@@ -66,7 +72,8 @@ public:
 
 private:
     explicit Tokenizer(std::unique_ptr<Impl> impl);
-    void encode_into(std::string_view text, bool match_added, std::vector<TokenId>& out) const;
+    void encode_into(std::string_view text, bool match_added, std::vector<TokenId>& out,
+                     std::span<const ByteRange> plain = {}) const;
     void encode_segment(std::string_view text, std::vector<TokenId>& out) const;
     std::unique_ptr<Impl> impl_;
 };

@@ -8,6 +8,13 @@ synthesized at index 0 if there is none) and modes map to (thinking_mode, reason
 DeepSeek V4 tokenizer wrapper does.
 
 Each case: {"name", "mode", "drop_thinking", "request": {"messages": [...], "tools": [...]}, "prompt"}.
+
+With a second argument `release`, the oracle is the V4 *release* encoder (REASONING_EFFORT_MAX table: high
+renders nothing, max renders "Absolute maximum ...") as SGLang 0.5.15 ships it
+(sglang/srt/entrypoints/openai/encoding_dsv4.py, "Adapted from the DeepSeek-V4 release reference
+implementation", sha256 012e4dc2...6fc6c3; it reproduces DeepSeek's 4 official test vectors byte for byte),
+and the output is tests/tokenizer/data/chat_golden_release.json. That encoder reads assistant reasoning from
+"reasoning_content", rejects reasoning_effort "low" (SGLang filters it to None) and has no image parts.
 """
 
 import copy
@@ -20,6 +27,8 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT = os.path.join(ROOT, "tests", "tokenizer", "data", "chat_golden.json")
 ORACLE_SHA256 = "aa407637bd2e58f20a16f781ea0bc519d06f74bed49deadaecb5aa5756d7230e"
+RELEASE_SHA256 = "012e4dc254c4046f600674eaa799d59dffe5e4a46450da7b4629cf16706fc6c3"
+RELEASE = len(sys.argv) > 2 and sys.argv[2] == "release"
 
 MODES = {
     "non-thinking": ("chat", None),
@@ -31,18 +40,20 @@ MODES = {
 
 def load_oracle(path):
     data = open(path, "rb").read()
-    assert hashlib.sha256(data).hexdigest() == ORACLE_SHA256, "unexpected oracle file"
+    assert hashlib.sha256(data).hexdigest() == (RELEASE_SHA256 if RELEASE else ORACLE_SHA256), "unexpected oracle file"
     spec = importlib.util.spec_from_file_location("encoding_dsv4", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-def render(enc, request, mode, drop_thinking):
+def render(enc, request, mode, drop_thinking, context=0):
     messages = copy.deepcopy(request["messages"])
-    for m in messages:  # the oracle reads assistant reasoning from "reasoning"
-        if "reasoning_content" in m:
+    for m in messages:  # vLLM's copy reads assistant reasoning from "reasoning", the release "reasoning_content"
+        if "reasoning_content" in m and not RELEASE:
             m["reasoning"] = m.pop("reasoning_content")
+        if "reasoning" in m and RELEASE:  # deepinfer accepts both keys
+            m["reasoning_content"] = m.pop("reasoning")
     tools = request.get("tools")
     if tools:
         idx = next((i for i, m in enumerate(messages) if m.get("role") == "system"), None)
@@ -51,6 +62,11 @@ def render(enc, request, mode, drop_thinking):
             idx = 0
         messages[idx]["tools"] = tools
     thinking_mode, effort = MODES[mode]
+    if RELEASE and effort == "low":
+        effort = None
+    if context:
+        return enc.encode_messages(messages[context:], thinking_mode=thinking_mode, context=messages[:context],
+                                   drop_thinking=drop_thinking, reasoning_effort=effort)
     return enc.encode_messages(messages, thinking_mode=thinking_mode, drop_thinking=drop_thinking,
                                reasoning_effort=effort)
 
@@ -223,17 +239,59 @@ def main():
             cases.append((name, "thinking-high", False))
         if name in ("single_user", "tool_loop_pending", "multi_turn_reasoning_history"):
             cases.append((name, "thinking-low", True))
-    out = {"generator": "tools/tokenizer/gen_chat_goldens.py",
+    out = {"generator": "tools/tokenizer/gen_chat_goldens.py", "effort_table": "0731",
            "oracle": "vllm==0.33.0 wheel: vllm/tokenizers/deepseek_v4_encoding.py (copy of DeepSeek's encoding_dsv4.py)",
            "oracle_sha256": ORACLE_SHA256, "cases": []}
+    out_path = OUT
+    if RELEASE:
+        out.update({"effort_table": "release", "oracle_sha256": RELEASE_SHA256,
+                    "oracle": "sglang==0.5.15 wheel: sglang/srt/entrypoints/openai/encoding_dsv4.py (DeepSeek's V4 "
+                              "release encoding_dsv4.py)"})
+        out_path = OUT.replace("chat_golden.json", "chat_golden_release.json")
+        cases += [(name, "thinking-low", True) for name in CONVERSATIONS
+                  if (name, "thinking-low", True) not in cases]
+    skipped = 0
+    excluded = set()
     for name, mode, drop in cases:
         req = CONVERSATIONS[name]
-        prompt = render(enc, req, mode, drop)
+        msgs = req["messages"]
+        if RELEASE and any(m["role"] == "system" and (i + 1 == len(msgs) or msgs[i + 1]["role"] == "assistant")
+                           for i, m in enumerate(msgs)):
+            # vLLM's copy (and deepinfer) open an assistant turn after a system message that is last or
+            # followed by an assistant message; the release encoder does not. Not an effort-table matter.
+            excluded.add(name)
+            continue
+        try:
+            prompt = render(enc, req, mode, drop)
+        except Exception as e:  # the release encoder lacks a feature vLLM's copy added (image parts)
+            assert RELEASE, e
+            skipped += 1
+            continue
         out["cases"].append({"name": name, "mode": mode, "drop_thinking": drop, "request": req, "prompt": prompt})
-    with open(OUT, "w", encoding="utf-8") as f:
+    if RELEASE:
+        # encode_messages(context=...): the first k messages are an already-encoded prefix.
+        n_context = 0
+        for name, req in CONVERSATIONS.items():
+            msgs = req["messages"]
+            if name in excluded or req.get("tools") or len(msgs) < 3:
+                continue
+            for k in sorted({len(msgs) // 2, len(msgs) - 1}):
+                for mode in ("non-thinking", "thinking-max"):
+                    try:
+                        prompt = render(enc, req, mode, True, context=k)
+                    except Exception:
+                        continue
+                    out["cases"].append({"name": name, "mode": mode, "drop_thinking": True, "context_messages": k,
+                                         "request": req, "prompt": prompt})
+                    n_context += 1
+        print(f"{n_context} renders with context")
+    if excluded:
+        out["excluded"] = {"conversations": sorted(excluded), "reason": "trailing system message / system "
+                           "followed by assistant: rendered differently by vLLM's copy (deepinfer follows it)"}
+    with open(out_path, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
-    print(f"wrote {len(out['cases'])} cases ({len(CONVERSATIONS)} conversations) to {OUT}")
+    print(f"wrote {len(out['cases'])} cases ({len(CONVERSATIONS)} conversations, {skipped} skipped) to {out_path}")
 
 
 if __name__ == "__main__":
