@@ -146,6 +146,7 @@ const std::vector<FormatCase>& formats() {
         {F::kFp8Block, 32, 32, "fp8_32x32"},
         {F::kFp8Block, 24, 40, "fp8_24x40"}, // blocks not a multiple of the vector: GEMM path for every n
         {F::kFp8Block, 32, 32, "fp8_big_scales", 120, 140}, // scales past 2^7: the GEMV declines
+        {F::kFp8Block, 32, 32, "fp8_small_scales", 40, 70}, // scales below 2^-67: the GEMV declines too
         {F::kFp4Group, 1, 32, "fp4_g32"},
         {F::kFp4Group, 1, 16, "fp4_g16"},
     };

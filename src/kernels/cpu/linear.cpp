@@ -55,7 +55,7 @@ bool gemv_fits(const MatmulArgs& a, int kw) {
         if (w.block_cols % kw != 0) return false;
         const int64_t sr0 = a.row_begin / w.block_rows, sr1 = (a.row_end - 1) / w.block_rows;
         for (int64_t i = sr0 * w.scale_cols(); i < (sr1 + 1) * w.scale_cols(); ++i)
-            if (w.scale[i] > 134) return false; // 2^(s-7) must stay a finite float
+            if (w.scale[i] < 60 || w.scale[i] > 134) return false; // see kFp8Fold in linear_impl.h
         return true;
     }
     case core::WeightFormat::kFp4Group:
@@ -158,7 +158,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         // Groups of 4 rows, so every thread runs the 4-stream kernel.
         const int64_t groups = (rows + 3) / 4;
         auto body = [&](int64_t b, int64_t e) {
-            const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep);
+            std::vector<float>& fold = scratch(2);
+            if (fold.size() < static_cast<size_t>(a.n * w.cols))
+                fold.resize(static_cast<size_t>(a.n * w.cols));
+            const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep, fold.data());
             DI_CHECK(ok) << "GEMV refused a layout gemv_fits accepted";
         };
         serial ? body(0, groups) : pool->parallel_for(groups, body);

@@ -39,28 +39,29 @@ struct Isa {
         return _mm256_castsi256_ps(
             _mm256_and_si256(_mm256_slli_epi32(b, 20), _mm256_set1_epi32(static_cast<int>(0x87f00000u))));
     }
-    // Codes in the low 4 bits of each lane (higher bits ignored): magnitude from the 8-entry table (vpermps
-    // reads 3 index bits), code bit 3 shifted to the sign.
-    static V decode_e2m1(__m256i code) {
-        const __m256 mag =
-            _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), code);
+    // The 8 e2m1 magnitudes (the sign is bit 3 of the code).
+    static V fp4_lut() { return _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f); }
+    // Codes in the low 4 bits of each lane (higher bits ignored): magnitude from `lut` (fp4_lut() times the
+    // group scale; vpermps reads 3 index bits), code bit 3 shifted to the sign.
+    static V decode_e2m1(__m256i code, V lut) {
+        const __m256 mag = _mm256_permutevar8x32_ps(lut, code);
         const __m256i sign =
             _mm256_and_si256(_mm256_slli_epi32(code, 28), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
         return _mm256_or_ps(mag, _mm256_castsi256_ps(sign));
     }
     // 8 bytes = 16 codes.
-    static void fp4_pair(const uint8_t* p, V& even, V& odd) {
+    static void fp4_pair(const uint8_t* p, V lut, V& even, V& odd) {
         const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-        even = decode_e2m1(d);
-        odd = decode_e2m1(_mm256_srli_epi32(d, 4));
+        even = decode_e2m1(d, lut);
+        odd = decode_e2m1(_mm256_srli_epi32(d, 4), lut);
     }
     // 4 bytes = 8 codes in column order.
-    static V fp4_natural(const uint8_t* p) {
+    static V fp4_natural(const uint8_t* p, V lut) {
         int32_t b4;
         __builtin_memcpy(&b4, p, 4);
         const __m256i d = _mm256_cvtepu8_epi32(_mm_cvtsi32_si128(b4));
         const __m256i dup = _mm256_permutevar8x32_epi32(d, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-        return decode_e2m1(_mm256_srlv_epi32(dup, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)));
+        return decode_e2m1(_mm256_srlv_epi32(dup, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)), lut);
     }
 };
 

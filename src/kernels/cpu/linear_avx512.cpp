@@ -37,24 +37,25 @@ struct Isa {
         return _mm512_castsi512_ps(
             _mm512_and_si512(_mm512_slli_epi32(b, 20), _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
     }
-    static V lut() {
+    static V fp4_lut() {
         return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f,
                               -2.0f, -3.0f, -4.0f, -6.0f);
     }
-    // 16 bytes = 32 codes; vpermps reads the low 4 index bits, so the low nibble needs no mask.
-    static void fp4_pair(const uint8_t* p, V& even, V& odd) {
+    // 16 bytes = 32 codes through `lut` (fp4_lut() times the group scale); vpermps reads the low 4 index
+    // bits, so the low nibble needs no mask.
+    static void fp4_pair(const uint8_t* p, V lut, V& even, V& odd) {
         const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        even = _mm512_permutexvar_ps(d, lut());
-        odd = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), lut());
+        even = _mm512_permutexvar_ps(d, lut);
+        odd = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), lut);
     }
     // 8 bytes = 16 codes in column order.
-    static V fp4_natural(const uint8_t* p) {
+    static V fp4_natural(const uint8_t* p, V lut) {
         const __m512i d = _mm512_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
         const __m512i dup =
             _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), d);
         const __m512i sh =
             _mm512_srlv_epi32(dup, _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
-        return _mm512_permutexvar_ps(sh, lut());
+        return _mm512_permutexvar_ps(sh, lut);
     }
 };
 

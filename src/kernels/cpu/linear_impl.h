@@ -38,6 +38,13 @@ inline int64_t min64(int64_t a, int64_t b) {
 }
 
 // ---------------------------------------------------------------------------------------------- GEMV
+// FP8 GEMV folds the scales into the activations: per block, x' = x * 2^(s-127) * 2^kFp8Fold, so the inner
+// loop is decode (a shift and a mask: value * 2^-120) + FMA, and the sum is multiplied by 2^(120 - kFp8Fold)
+// at the end. Only scales in [kFp8MinScale, kFp8MaxScale] take this path (others: the GEMM), which keeps
+// x' finite for |x| < 2^61 and every product far from the subnormal range.
+constexpr int kFp8Fold = 60;
+constexpr int kFp8MinScale = 60, kFp8MaxScale = 134;
+
 // R weight rows (R independent streams) x T tokens, decoded in registers, FP32 accumulators.
 template <class I, int R, int T, WeightFormat F>
 void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
@@ -50,11 +57,16 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         for (int t = 0; t < T; ++t) acc[i][t] = I::zero();
     const float* x[T]; // [cols] per token, in the layout the format's loop reads
     for (int t = 0; t < T; ++t)
-        x[t] = F == WeightFormat::kFp4Group ? xprep + (t0 + t) * cols : a.x + (t0 + t) * a.ldx;
+        x[t] = F == WeightFormat::kFp4Group || F == WeightFormat::kFp8Block ? xprep + (t0 + t) * cols
+                                                                            : a.x + (t0 + t) * a.ldx;
     int64_t vec_cols = 0;
+    float out_scale = 1.0f;
 
-    if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16 || F == WeightFormat::kF16) {
+    if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16 || F == WeightFormat::kF16 ||
+                  F == WeightFormat::kFp8Block) {
         vec_cols = cols / W * W;
+        if constexpr (F == WeightFormat::kFp8Block)
+            out_scale = bits_f32(static_cast<uint32_t>(127 + 120 - kFp8Fold) << 23);
         for (int64_t c = 0; c < vec_cols; c += W) {
             V xv[T];
             for (int t = 0; t < T; ++t) xv[t] = I::loadu(x[t] + c);
@@ -64,41 +76,24 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
                     wv = I::loadu(static_cast<const float*>(w.data) + (r + i) * cols + c);
                 else if constexpr (F == WeightFormat::kBF16)
                     wv = I::bf16(static_cast<const uint16_t*>(w.data) + (r + i) * cols + c);
-                else
+                else if constexpr (F == WeightFormat::kF16)
                     wv = I::f16(static_cast<const uint16_t*>(w.data) + (r + i) * cols + c);
+                else
+                    wv = I::fp8_raw(static_cast<const uint8_t*>(w.data) + (r + i) * cols + c);
                 for (int t = 0; t < T; ++t) acc[i][t] = I::fma(wv, xv[t], acc[i][t]);
-            }
-        }
-    } else if constexpr (F == WeightFormat::kFp8Block) {
-        // Blocks are whole vectors (block_cols % W == 0, checked by the caller); the block scale times 2^120
-        // is one float 2^(s-7) (s <= 134), so decode + scale is a shift, a mask and one multiply.
-        vec_cols = cols / W * W;
-        const uint8_t* base = static_cast<const uint8_t*>(w.data);
-        const int64_t bc = w.block_cols, sc = w.scale_cols();
-        for (int64_t c0 = 0; c0 < vec_cols; c0 += bc) {
-            const int64_t c1 = min64(vec_cols, c0 + bc);
-            V m[R];
-            for (int i = 0; i < R; ++i)
-                m[i] = I::set1(bits_f32(
-                    static_cast<uint32_t>(w.scale[(r + i) / w.block_rows * sc + c0 / bc] + 120) << 23));
-            for (int64_t c = c0; c < c1; c += W) {
-                V xv[T];
-                for (int t = 0; t < T; ++t) xv[t] = I::loadu(x[t] + c);
-                for (int i = 0; i < R; ++i) {
-                    const V wv = I::mul(I::fp8_raw(base + (r + i) * cols + c), m[i]);
-                    for (int t = 0; t < T; ++t) acc[i][t] = I::fma(wv, xv[t], acc[i][t]);
-                }
             }
         }
     } else {
         // FP4: each 2W columns are W bytes; the activations were split into evens and odds per 2W group.
+        // The group scale multiplies the 16-entry table once, not every decoded vector.
         vec_cols = cols / (2 * W) * (2 * W);
         const uint8_t* base = static_cast<const uint8_t*>(w.data);
         const int64_t bc = w.block_cols, sc = w.scale_cols();
+        const V lut = I::fp4_lut();
         for (int64_t c0 = 0; c0 < vec_cols; c0 += bc) {
             const int64_t c1 = min64(vec_cols, c0 + bc);
             V m[R];
-            for (int i = 0; i < R; ++i) m[i] = I::set1(e8m0(w.scale[(r + i) * sc + c0 / bc]));
+            for (int i = 0; i < R; ++i) m[i] = I::mul(lut, I::set1(e8m0(w.scale[(r + i) * sc + c0 / bc])));
             for (int64_t c = c0; c < c1; c += 2 * W) {
                 V xe[T], xo[T];
                 for (int t = 0; t < T; ++t) {
@@ -107,9 +102,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
                 }
                 for (int i = 0; i < R; ++i) {
                     V e, o;
-                    I::fp4_pair(base + (r + i) * (cols / 2) + c / 2, e, o);
-                    e = I::mul(e, m[i]);
-                    o = I::mul(o, m[i]);
+                    I::fp4_pair(base + (r + i) * (cols / 2) + c / 2, m[i], e, o);
                     for (int t = 0; t < T; ++t) acc[i][t] = I::fma(o, xo[t], I::fma(e, xe[t], acc[i][t]));
                 }
             }
@@ -118,7 +111,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
 
     for (int i = 0; i < R; ++i) {
         for (int t = 0; t < T; ++t) {
-            float s = I::reduce(acc[i][t]);
+            float s = I::reduce(acc[i][t]) * out_scale;
             const float* xt = a.x + (t0 + t) * a.ldx;
             for (int64_t c = vec_cols; c < cols; ++c) s += w.at(r + i, c) * xt[c];
             a.y[(t0 + t) * a.ldy + (r + i - a.row_begin)] = s;
@@ -146,37 +139,69 @@ template <class I, int R, WeightFormat F> void gemv_rows(const MatmulArgs& a, in
 }
 
 template <class I, WeightFormat F>
-void gemv_format(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep) {
-    int64_t r = a.row_begin + r0;
-    const int64_t end = a.row_begin + r1;
+void gemv_range(const MatmulArgs& a, int64_t r, int64_t end, const float* xprep) {
     for (; r + 4 <= end; r += 4) gemv_rows<I, 4, F>(a, r, xprep);
     for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, xprep);
 }
 
-template <class I> bool gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep) {
+// xs [n, cols] = x scaled per column block by 2^(s - 127 + kFp8Fold), s the scales of row block rb.
+template <class I> void fp8_fold_activations(const MatmulArgs& a, int64_t rb, float* xs) {
+    constexpr int W = I::kW;
+    const core::Weight& w = *a.w;
+    const int64_t cols = w.cols, vec_cols = cols / W * W, bc = w.block_cols;
+    const uint8_t* srow = w.scale + rb * w.scale_cols();
+    for (int64_t t = 0; t < a.n; ++t) {
+        const float* x = a.x + t * a.ldx;
+        float* dst = xs + t * cols;
+        for (int64_t c0 = 0; c0 < vec_cols; c0 += bc) {
+            const typename I::V f = I::set1(bits_f32(static_cast<uint32_t>(srow[c0 / bc] + kFp8Fold) << 23));
+            for (int64_t c = c0; c < min64(vec_cols, c0 + bc); c += W)
+                I::storeu(dst + c, I::mul(I::loadu(x + c), f));
+        }
+    }
+}
+
+template <class I, WeightFormat F>
+void gemv_format(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch) {
+    const int64_t begin = a.row_begin + r0, end = a.row_begin + r1;
+    if constexpr (F == WeightFormat::kFp8Block) {
+        // One row block at a time, its scales folded into the activations.
+        const int64_t br = a.w->block_rows;
+        for (int64_t r = begin; r < end;) {
+            const int64_t stop = min64(end, (r / br + 1) * br);
+            fp8_fold_activations<I>(a, r / br, scratch);
+            gemv_range<I, F>(a, r, stop, scratch);
+            r = stop;
+        }
+    } else {
+        gemv_range<I, F>(a, begin, end, xprep);
+    }
+}
+
+template <class I>
+bool gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch) {
     const core::Weight& w = *a.w;
     switch (w.format) {
     case WeightFormat::kF32:
-        gemv_format<I, WeightFormat::kF32>(a, r0, r1, xprep);
+        gemv_format<I, WeightFormat::kF32>(a, r0, r1, xprep, scratch);
         return true;
     case WeightFormat::kBF16:
-        gemv_format<I, WeightFormat::kBF16>(a, r0, r1, xprep);
+        gemv_format<I, WeightFormat::kBF16>(a, r0, r1, xprep, scratch);
         return true;
     case WeightFormat::kF16:
-        gemv_format<I, WeightFormat::kF16>(a, r0, r1, xprep);
+        gemv_format<I, WeightFormat::kF16>(a, r0, r1, xprep, scratch);
         return true;
     case WeightFormat::kFp8Block: {
         if (w.block_cols % I::kW != 0) return false;
-        // Scale rows this call touches; beyond 2^7 the folded multiplier 2^(s-7) would overflow.
         const int64_t sr0 = (a.row_begin + r0) / w.block_rows, sr1 = (a.row_begin + r1 - 1) / w.block_rows;
         for (int64_t i = sr0 * w.scale_cols(); i < (sr1 + 1) * w.scale_cols(); ++i)
-            if (w.scale[i] > 134) return false;
-        gemv_format<I, WeightFormat::kFp8Block>(a, r0, r1, xprep);
+            if (w.scale[i] < kFp8MinScale || w.scale[i] > kFp8MaxScale) return false;
+        gemv_format<I, WeightFormat::kFp8Block>(a, r0, r1, xprep, scratch);
         return true;
     }
     case WeightFormat::kFp4Group:
         if (w.block_cols % (2 * I::kW) != 0) return false;
-        gemv_format<I, WeightFormat::kFp4Group>(a, r0, r1, xprep);
+        gemv_format<I, WeightFormat::kFp4Group>(a, r0, r1, xprep, scratch);
         return true;
     }
     return false;
@@ -215,12 +240,13 @@ template <class I> void decode_row(const core::Weight& w, int64_t r, int64_t k0,
     }
     case WeightFormat::kFp4Group: {
         const uint8_t* srow = w.scale + r * w.scale_cols();
+        const typename I::V lut = I::fp4_lut();
         if (c % 2 != 0) break;
         for (; c + W <= end; c += W) {
             if (c / w.block_cols != (c + W - 1) / w.block_cols) break;
-            const typename I::V v =
-                I::fp4_natural(static_cast<const uint8_t*>(w.data) + r * (cols / 2) + c / 2);
-            I::storeu(out + c - k0, I::mul(v, I::set1(e8m0(srow[c / w.block_cols]))));
+            const typename I::V scaled = I::mul(lut, I::set1(e8m0(srow[c / w.block_cols])));
+            I::storeu(out + c - k0,
+                      I::fp4_natural(static_cast<const uint8_t*>(w.data) + r * (cols / 2) + c / 2, scaled));
         }
         break;
     }

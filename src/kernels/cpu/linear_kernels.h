@@ -11,9 +11,10 @@ namespace deepinfer::kernels::cpu::detail {
 
 // GEMV (few tokens): output rows [r0, r1) (relative to a.row_begin) for all a.n tokens, weights decoded in
 // registers. `xprep` holds the activations rearranged for FP4 weights (see prep_fp4_activations) or is
-// nullptr for other formats. Returns false when the weight's layout has no fast path here (block size not a
-// multiple of the vector width, an FP8 scale beyond 2^7); the caller then uses the GEMM path.
-using GemvFn = bool (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep);
+// nullptr for other formats; `scratch` has room for [a.n, cols] floats (FP8 folds its scales into a copy of
+// the activations there). Returns false when the weight's layout has no fast path here (block size not a
+// multiple of the vector width, an FP8 scale outside [2^-67, 2^7]); the caller then uses the GEMM path.
+using GemvFn = bool (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch);
 
 // GEMM (many tokens): output rows [r0, r1) for all tokens from the transposed activations
 // xt [cols, n_pad] (n_pad a multiple of 16, padding columns zero). Scratch: panel [kGemmRowTile, kGemmKc]
