@@ -1,7 +1,8 @@
 // Perf mode of the linear-kernel harness: GB/s and GFLOP/s of kernels::cpu::matmul per ISA x weight format
-// x shape x token count, as ratios to the streaming-read bandwidth and FP32 FMA peak measured in the same
-// run (cli/bench_machine, the probe `deepinfer bench` uses). Decode cases stream a weight set far larger
-// than the last-level cache; prefill cases reuse one weight across many tokens.
+// x shape x token count x numerics, as ratios to the streaming-read bandwidth and FP32 FMA peak measured in
+// the same run (cli/bench_machine, the probe `deepinfer bench` uses; fast mode against the int8 VNNI peak).
+// Decode cases stream a weight set far larger than the last-level cache; prefill cases reuse one weight
+// across many tokens.
 //
 //   linear_bench [--threads 2] [--mb 512] [--isa avx512|avx2|ref] [--reps 5]
 
@@ -107,36 +108,46 @@ int main(int argc, char** argv) {
                 "GFLOP/s, int8 VNNI %.0f GOP/s\n",
                 lim.isa.c_str(), threads, lim.read_gb_s, lim.read_1stream_gb_s, lim.fma_gflop_s,
                 lim.vnni_gop_s);
-    std::printf("%-7s %-8s %-13s %5s %8s %8s %7s %9s %7s\n", "isa", "format", "shape", "n", "ms", "GB/s",
-                "%read", "GFLOP/s", "%fma");
+    std::printf("%-7s %-8s %-13s %5s %-5s %8s %8s %7s %9s %7s\n", "isa", "format", "shape", "n", "mode", "ms",
+                "GB/s", "%read", "GFLOP/s", "%peak");
     for (auto isa : isas) {
         for (const Format& f : formats) {
             // Decode: the whole buffer as one weight (streamed once per call). Prefill: 2048 x 4096.
-            for (int64_t n : {1, 2, 4, 8, 128, 512}) {
-                const int64_t rows = n <= 8
-                                         ? static_cast<int64_t>(bytes / (f.bytes_per_weight * cols)) / 64 * 64
-                                         : int64_t{2048};
-                const core::Weight w = make(f, rows, cols, data.data(), scale.data());
-                kernels::MatmulArgs a = kernels::linear_args(x.data(), n, w, y.data());
-                a.pool = &pool;
-                std::vector<double> t;
-                kernels::cpu::matmul_isa(a, isa); // warm-up: pages, scratch
-                for (int r = 0; r < reps; ++r) {
-                    const auto t0 = Clock::now();
-                    kernels::cpu::matmul_isa(a, isa);
-                    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+            for (int64_t n : {1, 2, 4, 8, 128, 512})
+                for (kernels::Numerics num : {kernels::Numerics::kExact, kernels::Numerics::kFast}) {
+                    // kFast has an int8 kernel for FP4 prefill only; elsewhere it would repeat the exact row.
+                    const bool fast = num == kernels::Numerics::kFast;
+                    if (fast && (f.format != F::kFp4Group || n <= kernels::cpu::kGemvMaxTokens ||
+                                 isa != kernels::cpu::Isa::kAvx512 || !kernels::cpu::int8_supported()))
+                        continue;
+                    const int64_t rows =
+                        n <= 8 ? static_cast<int64_t>(bytes / (f.bytes_per_weight * cols)) / 64 * 64
+                               : int64_t{2048};
+                    const core::Weight w = make(f, rows, cols, data.data(), scale.data());
+                    kernels::MatmulArgs a = kernels::linear_args(x.data(), n, w, y.data());
+                    a.pool = &pool;
+                    a.numerics = num;
+                    std::vector<double> t;
+                    kernels::cpu::matmul_isa(a, isa); // warm-up: pages, scratch
+                    for (int r = 0; r < reps; ++r) {
+                        const auto t0 = Clock::now();
+                        kernels::cpu::matmul_isa(a, isa);
+                        t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+                    }
+                    const double sec = median(t);
+                    const double gbs = static_cast<double>(w.stored_bytes()) / sec / 1e9;
+                    const double gflops = 2.0 * n * rows * cols / sec / 1e9;
+                    char shape[32];
+                    std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(rows),
+                                  static_cast<long long>(cols));
+                    // Peak: FP32 FMA for exact, int8 VNNI for fast.
+                    const double peak = fast ? lim.vnni_gop_s : lim.fma_gflop_s;
+                    std::printf("%-7s %-8s %-13s %5lld %-5s %8.2f %8.2f %6.1f%% %9.1f %6.1f%%\n",
+                                kernels::cpu::isa_name(isa), f.name, shape, static_cast<long long>(n),
+                                fast ? "fast" : "exact", sec * 1e3, gbs, 100.0 * gbs / lim.read_gb_s, gflops,
+                                100.0 * gflops / peak);
+                    std::fflush(stdout);
                 }
-                const double sec = median(t);
-                const double gbs = static_cast<double>(w.stored_bytes()) / sec / 1e9;
-                const double gflops = 2.0 * n * rows * cols / sec / 1e9;
-                char shape[32];
-                std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(rows),
-                              static_cast<long long>(cols));
-                std::printf("%-7s %-8s %-13s %5lld %8.2f %8.2f %6.1f%% %9.1f %6.1f%%\n",
-                            kernels::cpu::isa_name(isa), f.name, shape, static_cast<long long>(n), sec * 1e3,
-                            gbs, 100.0 * gbs / lim.read_gb_s, gflops, 100.0 * gflops / lim.fma_gflop_s);
-                std::fflush(stdout);
-            }
         }
     }
     return 0;

@@ -14,6 +14,11 @@ class ThreadPool;
 
 namespace deepinfer::kernels {
 
+// How a matmul may round (docs/kernels.md). kExact: F32 activations, F32 accumulation (the goldens hold).
+// kFast: activations quantized to int8 per 128 columns where an int8 kernel exists (VNNI; FP4 weights),
+// exact elsewhere. kDefault: the process default, kernels::cpu::set_default_numerics (exact unless set).
+enum class Numerics : uint8_t { kDefault, kExact, kFast };
+
 // y[i, r - row_begin] = sum_c x[i, c] * W[r, c] for i < n, r in [row_begin, row_end): Linear(x) = x W^T
 // over a row range of W (a grouped projection uses one range per group). Rows of x and y are strided.
 struct MatmulArgs {
@@ -26,6 +31,7 @@ struct MatmulArgs {
     float* y = nullptr;  // [n, ldy], columns [0, row_end - row_begin) written
     int64_t ldy = 0;
     core::ThreadPool* pool = nullptr; // threads to split output rows over; nullptr: ThreadPool::global()
+    Numerics numerics = Numerics::kDefault;
 };
 
 // Plain Linear: y [n, w.rows] = x [n, w.cols] W^T.

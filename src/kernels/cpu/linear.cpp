@@ -19,6 +19,7 @@ namespace {
 
 constexpr int kNoIsa = -1;
 std::atomic<int> g_forced{kNoIsa};
+std::atomic<Numerics> g_numerics{Numerics::kExact};
 
 Isa initial_isa() {
     const char* env = std::getenv("DEEPINFER_ISA");
@@ -66,8 +67,39 @@ bool gemv_fits(const MatmulArgs& a, int kw) {
 
 // Per-thread scratch, grown on first use and kept (a steady-state step allocates nothing).
 std::vector<float>& scratch(int which) {
-    thread_local std::vector<float> buf[3];
+    thread_local std::vector<float> buf[4];
     return buf[which];
+}
+
+// Numerics::kFast where an int8 kernel exists: FP4 e2m1, 32-column groups, whole 128-column activation
+// blocks, enough tokens for the GEMM, AVX-512 VNNI.
+bool fast_fits(const MatmulArgs& a, Isa isa) {
+    const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
+    const core::Weight& w = *a.w;
+    return num == Numerics::kFast && isa == Isa::kAvx512 && int8_supported() &&
+           w.format == core::WeightFormat::kFp4Group && w.block_cols == 32 && w.cols % detail::kQBlock == 0 &&
+           a.n > kGemvMaxTokens;
+}
+
+void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
+    static const detail::Int8Table q = detail::avx512_vnni_table();
+    const core::Weight& w = *a.w;
+    const int64_t rows = a.row_end - a.row_begin, n_pad = (a.n + 15) / 16 * 16;
+    std::vector<float>& buf = scratch(3); // xq [cols / 4, n_pad, 4] bytes, then xs [cols / 128, n_pad]
+    const int64_t xq_floats = w.cols * n_pad / 4, xs_floats = w.cols / detail::kQBlock * n_pad;
+    buf.resize(static_cast<size_t>(xq_floats + xs_floats));
+    auto* xq = reinterpret_cast<uint8_t*>(buf.data());
+    float* xs = buf.data() + xq_floats;
+    auto quant = [&](int64_t b, int64_t e) { q.quantize(a, b, e, n_pad, xq, xs); };
+    serial ? quant(0, n_pad) : pool->parallel_for(n_pad, quant);
+    const int64_t micro_rows = (rows + 3) / 4;
+    auto body = [&](int64_t b, int64_t e) {
+        std::vector<float>& s = scratch(2);
+        const size_t need = static_cast<size_t>(detail::int8_scratch_floats(n_pad));
+        if (s.size() < need) s.resize(need);
+        q.gemm(a, b * 4, std::min(e * 4, rows), xq, xs, n_pad, s.data());
+    };
+    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, body);
 }
 
 } // namespace
@@ -146,6 +178,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     const detail::KernelTable& k = table(isa);
     // Small problems are not worth waking the pool.
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
+    if (fast_fits(a, isa)) {
+        matmul_int8(a, pool, serial);
+        return;
+    }
 
     if (a.n <= kGemvMaxTokens && gemv_fits(a, k.fp4_half)) {
         const float* xprep = nullptr;
@@ -189,6 +225,40 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
                panel.data() + detail::kGemmRowTile * detail::kGemmKc);
     };
     serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, body);
+}
+
+void set_default_numerics(Numerics numerics) {
+    g_numerics.store(numerics == Numerics::kDefault ? Numerics::kExact : numerics, std::memory_order_relaxed);
+}
+
+Numerics default_numerics() {
+    return g_numerics.load(std::memory_order_relaxed);
+}
+
+const char* numerics_name(Numerics numerics) {
+    switch (numerics) {
+    case Numerics::kDefault:
+        return "default";
+    case Numerics::kExact:
+        return "exact";
+    case Numerics::kFast:
+        return "fast";
+    }
+    return "?";
+}
+
+bool parse_numerics(std::string_view name, Numerics* numerics) {
+    for (Numerics n : {Numerics::kExact, Numerics::kFast}) {
+        if (name == numerics_name(n)) {
+            *numerics = n;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool int8_supported() {
+    return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
 }
 
 namespace detail {

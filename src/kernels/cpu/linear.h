@@ -30,6 +30,16 @@ void set_active_isa(Isa isa); // must be supported (checked)
 // matmul on one given ISA, whatever is active (the kernel harness compares every ISA compiled in).
 void matmul_isa(const MatmulArgs& a, Isa isa);
 
+// Process default for MatmulArgs::numerics == kDefault (kExact until set; the cli sets it once at
+// start-up, e.g. from DEEPINFER_NUMERICS=exact|fast). Setting kDefault restores kExact.
+void set_default_numerics(Numerics numerics);
+Numerics default_numerics();
+const char* numerics_name(Numerics numerics); // "default", "exact", "fast"
+// Parses "exact" / "fast"; false otherwise.
+bool parse_numerics(std::string_view name, Numerics* numerics);
+// Whether this CPU has the int8 kernels kFast uses (AVX-512 VNNI); without them kFast computes exactly.
+bool int8_supported();
+
 // Token counts up to this use the GEMV kernels (weights decoded in registers, streamed once per 4 tokens);
 // larger ones the blocked GEMM (weights dequantized once per panel, reused by every token).
 constexpr int64_t kGemvMaxTokens = 8;
