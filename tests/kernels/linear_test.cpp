@@ -175,7 +175,7 @@ TEST_P(LinearHarness, SmallShapesAllTokenCounts) {
     const std::vector<Shape> shapes = {
         {7, 96, {1, 2, 3, 8, 17, 64}},
         {33, 130, {1, 3, 9, 17}},
-        {64, 256, {1, 2, 3, 8, 17, 64, 128, 512}},
+        {64, 256, {1, 2, 3, 8, 17, 64, 128, 512, 700}}, // 700: two token chunks
         {100, 384, {1, 5, 8, 128}},
     };
     for (const Shape& s : shapes) {

@@ -18,6 +18,7 @@ namespace deepinfer::kernels::cpu {
 namespace {
 
 constexpr int kNoIsa = -1;
+constexpr int64_t kMaxTokensPerCall = 512;
 std::atomic<int> g_forced{kNoIsa};
 std::atomic<Numerics> g_numerics{Numerics::kExact};
 
@@ -173,6 +174,18 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     core::ThreadPool* pool = a.pool != nullptr ? a.pool : &core::ThreadPool::global();
     if (isa == Isa::kRef) {
         detail::matmul_generic(a, pool);
+        return;
+    }
+    // Long prompts go through in token chunks: scratch (the transposed / quantized activations) stays
+    // bounded at kMaxTokensPerCall x cols, and each chunk still reuses every weight panel 512 times.
+    if (a.n > kMaxTokensPerCall) {
+        for (int64_t t0 = 0; t0 < a.n; t0 += kMaxTokensPerCall) {
+            MatmulArgs c = a;
+            c.x = a.x + t0 * a.ldx;
+            c.y = a.y + t0 * a.ldy;
+            c.n = std::min(kMaxTokensPerCall, a.n - t0);
+            matmul_isa(c, isa);
+        }
         return;
     }
     const detail::KernelTable& k = table(isa);
