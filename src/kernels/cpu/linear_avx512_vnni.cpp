@@ -36,7 +36,7 @@ void decode_fp4_block(const core::Weight& w, int64_t r, int64_t kb, int64_t m, c
     const __m128i table = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
     const __m128i low = _mm_set1_epi8(0x0f), ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * (w.cols / 2) + kb * (kQBlock / 2);
-    const uint8_t* srow = w.scale + r * w.scale_cols() + kb * (kQBlock / 32);
+    const uint8_t* srow = w.scale + r * (w.cols / 32) + kb * (kQBlock / 32); // groups of 32, cols % 128 == 0
     for (int g = 0; g < 4; ++g) {
         const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + g * 16));
         const __m128i lo = _mm_and_si128(b, low), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low);

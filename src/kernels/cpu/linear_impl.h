@@ -2,14 +2,16 @@
 // Internal: the SIMD linear kernels, written once over an ISA traits type `I` and included by exactly one
 // translation unit per ISA (linear_avx512.cpp, linear_avx2.cpp), each compiled with its own target flags.
 // Everything here sits in that TU's own namespace (DI_ISA_NS) so no inline function compiled for one ISA
-// can be picked by the linker for another; the only calls out are non-inline core functions.
+// can be picked by the linker for another; the only calls out are non-inline core functions (Weight::at;
+// not even Weight's inline helpers, hence scale_cols below).
 //
 // Traits `I` provide: V (vector of I::kW floats), kNv (token vectors per GEMM microtile), zero, set1,
 // loadu, storeu, fma, mul, reduce, and the weight decoders:
-//   bf16(p) / f16(p)        kW columns widened (BF16 by a 16-bit shift),
-//   fp8_raw(p)              kW e4m3 bytes as floats scaled by 2^-120 (bit placement only; exact),
-//   fp4_pair(p, even, odd)  2*kW e2m1 codes (kW bytes) through the 16-entry table, even and odd columns,
-//   fp4_natural(p)          kW e2m1 codes (kW/2 bytes) in column order.
+//   bf16(p) / f16(p)             kW columns widened (BF16 by a 16-bit shift),
+//   fp8_raw(p)                   kW e4m3 bytes as floats scaled by 2^-120 (bit placement only; exact),
+//   fp4_lut()                    the e2m1 table (times a group scale, it is the `lut` below),
+//   fp4_pair(p, lut, even, odd)  2*kW e2m1 codes (kW bytes) through the table, even and odd columns,
+//   fp4_natural(p, lut)          kW e2m1 codes (kW/2 bytes) in column order.
 
 #include <cstdint>
 
@@ -35,6 +37,9 @@ inline float e8m0(uint8_t s) {
 }
 inline int64_t min64(int64_t a, int64_t b) {
     return a < b ? a : b;
+}
+inline int64_t scale_cols(const core::Weight& w) {
+    return (w.cols + w.block_cols - 1) / w.block_cols;
 }
 
 // ---------------------------------------------------------------------------------------------- GEMV
@@ -88,7 +93,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         // The group scale multiplies the 16-entry table once, not every decoded vector.
         vec_cols = cols / (2 * W) * (2 * W);
         const uint8_t* base = static_cast<const uint8_t*>(w.data);
-        const int64_t bc = w.block_cols, sc = w.scale_cols();
+        const int64_t bc = w.block_cols, sc = scale_cols(w);
         const V lut = I::fp4_lut();
         for (int64_t c0 = 0; c0 < vec_cols; c0 += bc) {
             const int64_t c1 = min64(vec_cols, c0 + bc);
@@ -149,7 +154,7 @@ template <class I> void fp8_fold_activations(const MatmulArgs& a, int64_t rb, fl
     constexpr int W = I::kW;
     const core::Weight& w = *a.w;
     const int64_t cols = w.cols, vec_cols = cols / W * W, bc = w.block_cols;
-    const uint8_t* srow = w.scale + rb * w.scale_cols();
+    const uint8_t* srow = w.scale + rb * scale_cols(w);
     for (int64_t t = 0; t < a.n; ++t) {
         const float* x = a.x + t * a.ldx;
         float* dst = xs + t * cols;
@@ -194,7 +199,7 @@ bool gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float
     case WeightFormat::kFp8Block: {
         if (w.block_cols % I::kW != 0) return false;
         const int64_t sr0 = (a.row_begin + r0) / w.block_rows, sr1 = (a.row_begin + r1 - 1) / w.block_rows;
-        for (int64_t i = sr0 * w.scale_cols(); i < (sr1 + 1) * w.scale_cols(); ++i)
+        for (int64_t i = sr0 * scale_cols(w); i < (sr1 + 1) * scale_cols(w); ++i)
             if (w.scale[i] < kFp8MinScale || w.scale[i] > kFp8MaxScale) return false;
         gemv_format<I, WeightFormat::kFp8Block>(a, r0, r1, xprep, scratch);
         return true;
@@ -228,7 +233,7 @@ template <class I> void decode_row(const core::Weight& w, int64_t r, int64_t k0,
             I::storeu(out + c - k0, I::f16(static_cast<const uint16_t*>(w.data) + r * cols + c));
         break;
     case WeightFormat::kFp8Block: {
-        const uint8_t* srow = w.scale + r / w.block_rows * w.scale_cols();
+        const uint8_t* srow = w.scale + r / w.block_rows * scale_cols(w);
         const typename I::V k2p120 = I::set1(bits_f32(247u << 23)); // 2^120
         for (; c + W <= end; c += W) {
             if (c / w.block_cols != (c + W - 1) / w.block_cols) break; // a vector straddles two blocks
@@ -239,7 +244,7 @@ template <class I> void decode_row(const core::Weight& w, int64_t r, int64_t k0,
         break;
     }
     case WeightFormat::kFp4Group: {
-        const uint8_t* srow = w.scale + r * w.scale_cols();
+        const uint8_t* srow = w.scale + r * scale_cols(w);
         const typename I::V lut = I::fp4_lut();
         if (c % 2 != 0) break;
         for (; c + W <= end; c += W) {
