@@ -143,8 +143,9 @@ void check_case(const FormatCase& fc, int64_t rows, int64_t cols, int64_t n, cor
         EXPECT_LT(e, tolerance(num)) << cpu::isa_name(isa);
         // The int8 kernel really ran: its activation rounding shows (exact F32 sums are ~1e-14 off).
         if (num == Numerics::kFast && isa == Isa::kAvx512 && cpu::int8_supported() &&
-            n > cpu::kGemvMaxTokens && fc.format == F::kFp4Group && fc.bc == 32 && cols % 128 == 0)
+            n > cpu::kGemvMaxTokens && fc.format == F::kFp4Group && fc.bc == 32 && cols % 128 == 0) {
             EXPECT_GT(e, 1e-8) << "fast numerics did not take the int8 path";
+        }
         EXPECT_EQ(past, 0) << cpu::isa_name(isa) << " wrote past the row range";
     }
 }
@@ -231,7 +232,9 @@ TEST(LinearNumerics, DefaultIsExactAndSettable) {
     EXPECT_EQ(cpu::default_numerics(), Numerics::kExact);
     cpu::matmul_isa(linear_args(x.data(), 64, sw.w, y2.data()), cpu::best_isa());
     EXPECT_EQ(y0, y2);
-    if (cpu::int8_supported() && cpu::best_isa() == Isa::kAvx512) EXPECT_NE(y0, y1);
+    if (cpu::int8_supported() && cpu::best_isa() == Isa::kAvx512) {
+        EXPECT_NE(y0, y1);
+    }
 }
 
 TEST(LinearIsa, NamesRoundTripAndRefIsAlwaysSupported) {
