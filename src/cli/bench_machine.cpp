@@ -16,31 +16,73 @@ namespace {
 using Clock = std::chrono::steady_clock;
 volatile float g_sink = 0.0f; // keeps the measured loops observable
 
-__attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n) {
+// Streaming read the way the GEMV kernels stream weights: `streams` independent sequential streams per
+// thread (one per weight row the kernel decodes at once), 4 cache lines of each per iteration.
+__attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n, int streams) {
+    const size_t per = n / streams / 64 * 64;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 64 <= n; i += 64) {
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    if (streams == 4) {
+        const float *s0 = p, *s1 = p + per, *s2 = p + 2 * per, *s3 = p + 3 * per;
+        for (size_t i = 0; i + 64 <= per; i += 64) {
+            for (int k = 0; k < 64; k += 16) {
+                a0 = _mm512_add_ps(a0, _mm512_load_ps(s0 + i + k));
+                a1 = _mm512_add_ps(a1, _mm512_load_ps(s1 + i + k));
+                a2 = _mm512_add_ps(a2, _mm512_load_ps(s2 + i + k));
+                a3 = _mm512_add_ps(a3, _mm512_load_ps(s3 + i + k));
+            }
+        }
+    } else {
+        for (size_t i = 0; i + 64 <= n; i += 64) {
+            a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+            a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+            a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+            a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+        }
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
-__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
+__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n, int streams) {
+    const size_t per = n / streams / 32 * 32;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 32 <= n; i += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    if (streams == 4) {
+        const float *s0 = p, *s1 = p + per, *s2 = p + 2 * per, *s3 = p + 3 * per;
+        for (size_t i = 0; i + 32 <= per; i += 32) {
+            for (int k = 0; k < 32; k += 8) {
+                a0 = _mm256_add_ps(a0, _mm256_load_ps(s0 + i + k));
+                a1 = _mm256_add_ps(a1, _mm256_load_ps(s1 + i + k));
+                a2 = _mm256_add_ps(a2, _mm256_load_ps(s2 + i + k));
+                a3 = _mm256_add_ps(a3, _mm256_load_ps(s3 + i + k));
+            }
+        }
+    } else {
+        for (size_t i = 0; i + 32 <= n; i += 32) {
+            a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+            a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+            a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+            a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+        }
     }
     alignas(32) float t[8];
     _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
 }
 
-float sum_scalar(const float* p, size_t n) {
+// 12 independent vpdpbusd chains (u8 x s8, 4 products summed into each int32 lane); returns int8 ops done
+// (a multiply-add = 2 ops, as FMA flops are counted).
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) double vnni_avx512(int64_t iters, float* sink) {
+    __m512i acc[12];
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_epi32(k);
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int64_t i = 0; i < iters; ++i)
+        for (int k = 0; k < 12; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+    __m512i s = acc[0];
+    for (int k = 1; k < 12; ++k) s = _mm512_add_epi32(s, acc[k]);
+    *sink += static_cast<float>(_mm512_reduce_add_epi32(s));
+    return static_cast<double>(iters) * 12 * 64 * 2;
+}
+
+float sum_scalar(const float* p, size_t n, int /*streams*/) {
     float s = 0.0f;
     for (size_t i = 0; i < n; ++i) s += p[i];
     return s;
@@ -108,7 +150,7 @@ MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes) {
     passes = std::max(passes, 1);
 
     const size_t n =
-        std::max<size_t>(buffer_bytes / sizeof(float), 64 * threads) / (64 * threads) * 64 * threads;
+        std::max<size_t>(buffer_bytes / sizeof(float), 256 * threads) / (256 * threads) * 256 * threads;
     out.buffer_bytes = n * sizeof(float);
     std::unique_ptr<float, void (*)(void*)> buf(
         static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), &std::free);
@@ -118,15 +160,21 @@ MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes) {
         float* p = buf.get() + t * per;
         for (size_t i = 0; i < per; ++i) p[i] = static_cast<float>(i & 1023) * 1e-3f;
     });
-    std::vector<double> bw;
-    for (int pass = 0; pass < passes + 1; ++pass) {
-        const double s = run_threads(threads, [&](int t) {
-            const float* p = buf.get() + t * per;
-            sinks[t * 16] += avx512 ? sum_avx512(p, per) : avx2 ? sum_avx2(p, per) : sum_scalar(p, per);
-        });
-        if (pass > 0) bw.push_back(static_cast<double>(n * sizeof(float)) / s / 1e9);
-    }
-    out.read_gb_s = median(bw);
+    auto read_rate = [&](int streams) {
+        std::vector<double> bw;
+        for (int pass = 0; pass < passes + 1; ++pass) {
+            const double s = run_threads(threads, [&](int t) {
+                const float* p = buf.get() + t * per;
+                sinks[t * 16] += avx512 ? sum_avx512(p, per, streams)
+                                 : avx2 ? sum_avx2(p, per, streams)
+                                        : sum_scalar(p, per, streams);
+            });
+            if (pass > 0) bw.push_back(static_cast<double>(n * sizeof(float)) / s / 1e9);
+        }
+        return median(bw);
+    };
+    out.read_1stream_gb_s = read_rate(1);
+    out.read_gb_s = read_rate(4);
 
     const int64_t iters = avx512 || avx2 ? 20'000'000 : 5'000'000;
     std::vector<double> rate;
@@ -142,6 +190,19 @@ MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes) {
         if (pass > 0) rate.push_back(total / s / 1e9);
     }
     out.fma_gflop_s = median(rate);
+
+    if (__builtin_cpu_supports("avx512vnni")) {
+        std::vector<double> ops_rate;
+        for (int pass = 0; pass < passes + 1; ++pass) {
+            std::vector<double> ops(threads);
+            const double s =
+                run_threads(threads, [&](int t) { ops[t] = vnni_avx512(iters, &sinks[t * 16]); });
+            double total = 0.0;
+            for (double o : ops) total += o;
+            if (pass > 0) ops_rate.push_back(total / s / 1e9);
+        }
+        out.vnni_gop_s = median(ops_rate);
+    }
     for (float v : sinks) g_sink = g_sink + v;
     return out;
 }

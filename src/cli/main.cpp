@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "kernels/cpu/linear.h"
 
 namespace deepinfer::cli {
 std::vector<Command>& command_registry() {
@@ -28,6 +30,15 @@ int main(int argc, char** argv) {
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
         print_usage();
         return argc < 2 ? 2 : 0;
+    }
+    // Matmul numerics for every command, read once here (the --numerics flag will set the same).
+    if (const char* env = std::getenv("DEEPINFER_NUMERICS"); env != nullptr && *env != '\0') {
+        deepinfer::kernels::Numerics num;
+        if (!deepinfer::kernels::cpu::parse_numerics(env, &num)) {
+            std::fprintf(stderr, "deepinfer: DEEPINFER_NUMERICS=%s: expected exact or fast\n", env);
+            return 2;
+        }
+        deepinfer::kernels::cpu::set_default_numerics(num);
     }
     std::string name = argv[1];
     if (name == "--version") {

@@ -8,7 +8,16 @@
 
 #include "core/weight.h"
 
+namespace deepinfer::core {
+class ThreadPool;
+}
+
 namespace deepinfer::kernels {
+
+// How a matmul may round (docs/kernels.md). kExact: F32 activations, F32 accumulation (the goldens hold).
+// kFast: activations quantized to int8 per 128 columns where an int8 kernel exists (VNNI; FP4 weights),
+// exact elsewhere. kDefault: the process default, kernels::cpu::set_default_numerics (exact unless set).
+enum class Numerics : uint8_t { kDefault, kExact, kFast };
 
 // y[i, r - row_begin] = sum_c x[i, c] * W[r, c] for i < n, r in [row_begin, row_end): Linear(x) = x W^T
 // over a row range of W (a grouped projection uses one range per group). Rows of x and y are strided.
@@ -21,6 +30,8 @@ struct MatmulArgs {
     int64_t row_end = 0; // exclusive
     float* y = nullptr;  // [n, ldy], columns [0, row_end - row_begin) written
     int64_t ldy = 0;
+    core::ThreadPool* pool = nullptr; // threads to split output rows over; nullptr: ThreadPool::global()
+    Numerics numerics = Numerics::kDefault;
 };
 
 // Plain Linear: y [n, w.rows] = x [n, w.cols] W^T.
@@ -49,8 +60,8 @@ void embedding(const core::Weight& table, const int32_t* ids, int64_t n, float* 
 } // namespace ref
 
 namespace cpu {
-// Same contract as ref::matmul: one weight row at a time is dequantized into an F32 scratch and dotted
-// with every activation row; output rows are split over core::ThreadPool::global().
+// Same contract as ref::matmul, FP32 accumulation, on the ISA picked at run time (kernels/cpu/linear.h:
+// AVX-512, AVX2 or portable C++; DEEPINFER_ISA forces one). Output rows are split over a.pool.
 void matmul(const MatmulArgs& a);
 } // namespace cpu
 

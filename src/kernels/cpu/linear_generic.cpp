@@ -1,14 +1,15 @@
-// Threaded matmul over stored weights: each worker dequantizes one weight row into an F32 scratch (so
-// FP8/FP4 weights are never expanded beyond one row) and dots it with every activation row.
+// The portable linear kernel (DEEPINFER_ISA=ref, or a CPU without AVX2): each worker dequantizes one
+// weight row into an F32 scratch (so FP8/FP4 weights are never expanded beyond one row) and dots it with
+// every activation row. Plain C++, compiled without ISA flags.
 
 #include <vector>
 
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
-#include "kernels/ops.h"
+#include "kernels/cpu/linear_kernels.h"
 
-namespace deepinfer::kernels::cpu {
+namespace deepinfer::kernels::cpu::detail {
 namespace {
 
 void dequantize_row(const core::Weight& w, int64_t r, float* out) {
@@ -70,14 +71,15 @@ float dot(const float* a, const float* b, int64_t n) {
 
 } // namespace
 
-void matmul(const MatmulArgs& a) {
+void matmul_generic(const MatmulArgs& a, core::ThreadPool* pool) {
     const core::Weight& w = *a.w;
     DI_CHECK(a.row_begin >= 0 && a.row_begin <= a.row_end && a.row_end <= w.rows);
     DI_CHECK(a.ldx >= w.cols && a.ldy >= a.row_end - a.row_begin);
     const int64_t rows = a.row_end - a.row_begin;
     if (rows == 0 || a.n == 0) return;
     auto body = [&](int64_t b, int64_t e) {
-        std::vector<float> row(w.cols); // [cols] one dequantized weight row
+        thread_local std::vector<float> row; // [cols] one dequantized weight row, kept across calls
+        row.resize(w.cols);
         for (int64_t r = b; r < e; ++r) {
             dequantize_row(w, a.row_begin + r, row.data());
             for (int64_t i = 0; i < a.n; ++i) a.y[i * a.ldy + r] = dot(a.x + i * a.ldx, row.data(), w.cols);
@@ -87,8 +89,8 @@ void matmul(const MatmulArgs& a) {
     if (rows * a.n * w.cols < (1 << 15)) {
         body(0, rows);
     } else {
-        core::ThreadPool::global().parallel_for(rows, body);
+        pool->parallel_for(rows, body);
     }
 }
 
-} // namespace deepinfer::kernels::cpu
+} // namespace deepinfer::kernels::cpu::detail

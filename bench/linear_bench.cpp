@@ -1,0 +1,199 @@
+// Perf mode of the linear-kernel harness: GB/s and GFLOP/s of kernels::cpu::matmul per ISA x weight format
+// x shape x token count x numerics, as ratios to the streaming-read bandwidth and FP32 FMA peak measured in
+// the same run (cli/bench_machine, the probe `deepinfer bench` uses; fast mode against the int8 VNNI peak).
+// Decode cases stream a weight set far larger than the last-level cache; prefill cases reuse one weight
+// across many tokens.
+//
+//   linear_bench [--threads 2] [--mb 512] [--isa avx512|avx2|ref] [--reps 5]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <immintrin.h>
+
+#include "cli/bench_machine.h"
+#include "core/thread_pool.h"
+#include "core/weight.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/ops.h"
+
+namespace {
+
+using namespace deepinfer;
+using F = core::WeightFormat;
+using Clock = std::chrono::steady_clock;
+
+struct Format {
+    F format;
+    int br, bc;
+    const char* name;
+    double bytes_per_weight;
+};
+
+core::Weight make(const Format& f, int64_t rows, int64_t cols, const uint8_t* data, const uint8_t* scale) {
+    core::Weight w;
+    w.format = f.format;
+    w.rows = rows;
+    w.cols = cols;
+    w.block_rows = f.br;
+    w.block_cols = f.bc;
+    w.data = data;
+    w.scale = scale;
+    return w;
+}
+
+// Seconds to stream `bytes` from p over the pool, 4 sequential streams per thread (the GEMV's pattern).
+__attribute__((target("avx512f"))) float sum_streams_avx512(const uint8_t* p, int64_t bytes) {
+    const int64_t per = bytes / 4 / 256 * 256;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < per; i += 256)
+        for (int k = 0; k < 256; k += 64) {
+            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(reinterpret_cast<const float*>(p + i + k)));
+            a1 = _mm512_add_ps(a1, _mm512_loadu_ps(reinterpret_cast<const float*>(p + per + i + k)));
+            a2 = _mm512_add_ps(a2, _mm512_loadu_ps(reinterpret_cast<const float*>(p + 2 * per + i + k)));
+            a3 = _mm512_add_ps(a3, _mm512_loadu_ps(reinterpret_cast<const float*>(p + 3 * per + i + k)));
+        }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+volatile float g_sink = 0.0f;
+
+double stream_read_seconds(core::ThreadPool* pool, const uint8_t* p, int64_t bytes) {
+    if (!__builtin_cpu_supports("avx512f")) return 0.0;
+    const int64_t chunk = bytes / pool->num_threads() / 1024 * 1024;
+    const auto t0 = Clock::now();
+    pool->parallel_for(pool->num_threads(), [&](int64_t b, int64_t e) {
+        float s = 0.0f;
+        for (int64_t i = b; i < e; ++i) s += sum_streams_avx512(p + i * chunk, chunk);
+        g_sink = g_sink + s;
+    });
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    int threads = 2, reps = 5;
+    int64_t mb = 512;
+    std::vector<kernels::cpu::Isa> isas;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string flag = argv[i];
+        if (flag == "--threads") {
+            threads = std::atoi(argv[i + 1]);
+        } else if (flag == "--mb") {
+            mb = std::atoll(argv[i + 1]);
+        } else if (flag == "--reps") {
+            reps = std::atoi(argv[i + 1]);
+        } else if (flag == "--isa") {
+            kernels::cpu::Isa isa;
+            if (!kernels::cpu::parse_isa(argv[i + 1], &isa) || !kernels::cpu::isa_supported(isa)) {
+                std::fprintf(stderr, "linear_bench: --isa %s: not one of the supported avx512|avx2|ref\n",
+                             argv[i + 1]);
+                return 2;
+            }
+            isas.push_back(isa);
+        } else {
+            std::fprintf(stderr, "linear_bench: unknown flag %s\n", flag.c_str());
+            return 2;
+        }
+    }
+    const bool explicit_isa = !isas.empty();
+    if (isas.empty())
+        for (auto i : {kernels::cpu::Isa::kAvx512, kernels::cpu::Isa::kAvx2, kernels::cpu::Isa::kRef})
+            if (kernels::cpu::isa_supported(i)) isas.push_back(i);
+    threads = std::max(threads, 1);
+    reps = std::max(reps, 1);
+    core::ThreadPool pool(threads);
+
+    const Format formats[] = {{F::kBF16, 1, 1, "bf16", 2.0},
+                              {F::kFp8Block, 128, 128, "fp8_128", 1.0 + 1.0 / (128 * 128)},
+                              {F::kFp4Group, 1, 32, "fp4_g32", 0.5 + 1.0 / 32},
+                              {F::kF32, 1, 1, "f32", 4.0}};
+    // One byte buffer serves every format (random bytes, the e4m3 NaN codes cleared).
+    const int64_t bytes = mb << 20;
+    std::vector<uint8_t> data(bytes), scale(bytes / 16 + 4096);
+    uint32_t s = 12345;
+    for (auto& b : data) {
+        s = s * 1664525u + 1013904223u;
+        b = static_cast<uint8_t>(s >> 24) & 0xbf; // no NaN / inf in any format, exponents moderate
+    }
+    for (auto& b : scale) b = 120;
+    const int64_t cols = 4096;
+    const int64_t max_n = 512;
+    std::vector<float> x(max_n * cols), y(max_n * (bytes / cols));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) * 1e-3f - 0.5f;
+
+    const cli::MachineLimits lim = cli::measure_machine(threads, size_t{1} << 30, 5);
+    std::printf("machine (%s, %d threads): read %.1f GB/s (4 streams/thread; 1 stream %.1f), FP32 FMA %.1f "
+                "GFLOP/s, int8 VNNI %.0f GOP/s\n",
+                lim.isa.c_str(), threads, lim.read_gb_s, lim.read_1stream_gb_s, lim.fma_gflop_s,
+                lim.vnni_gop_s);
+    // ISAs interleaved rep by rep, and for decode a streaming read of the very same weight bytes (4 streams
+    // per thread, like the GEMV) in the same rep: on a shared machine the ratios stay fair.
+    std::printf("%-7s %-8s %-13s %5s %-5s %8s %8s %7s %9s %7s %10s\n", "isa", "format", "shape", "n", "mode",
+                "ms", "GB/s", "%read", "GFLOP/s", "%peak", "%same-rd");
+    for (const Format& f : formats) {
+        for (int64_t n : {1, 2, 4, 8, 128, 512}) {
+            for (kernels::Numerics num : {kernels::Numerics::kExact, kernels::Numerics::kFast}) {
+                const bool fast = num == kernels::Numerics::kFast;
+                // kFast has an int8 kernel for FP4 prefill only; elsewhere it would repeat the exact row.
+                if (fast && (f.format != F::kFp4Group || n <= kernels::cpu::kGemvMaxTokens ||
+                             !kernels::cpu::int8_supported()))
+                    continue;
+                const bool decode = n <= kernels::cpu::kGemvMaxTokens;
+                const int64_t rows = decode
+                                         ? static_cast<int64_t>(bytes / (f.bytes_per_weight * cols)) / 64 * 64
+                                         : int64_t{2048};
+                const core::Weight w = make(f, rows, cols, data.data(), scale.data());
+                kernels::MatmulArgs a = kernels::linear_args(x.data(), n, w, y.data());
+                a.pool = &pool;
+                a.numerics = num;
+                std::vector<kernels::cpu::Isa> run;
+                for (auto isa : isas)
+                    if ((!fast || isa == kernels::cpu::Isa::kAvx512) &&
+                        (decode || isa != kernels::cpu::Isa::kRef || explicit_isa))
+                        run.push_back(isa);
+                std::vector<std::vector<double>> t(run.size());
+                std::vector<double> rd;
+                for (auto isa : run) kernels::cpu::matmul_isa(a, isa); // warm-up: pages, scratch
+                for (int r = 0; r < reps; ++r) {
+                    for (size_t k = 0; k < run.size(); ++k) {
+                        const auto t0 = Clock::now();
+                        kernels::cpu::matmul_isa(a, run[k]);
+                        t[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+                    }
+                    if (decode) rd.push_back(stream_read_seconds(&pool, data.data(), w.stored_bytes()));
+                }
+                const double read_s = decode ? median(rd) : 0.0;
+                for (size_t k = 0; k < run.size(); ++k) {
+                    const double sec = median(t[k]);
+                    const double gbs = static_cast<double>(w.stored_bytes()) / sec / 1e9;
+                    const double gflops = 2.0 * n * rows * cols / sec / 1e9;
+                    char shape[32], same[16] = "-";
+                    std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(rows),
+                                  static_cast<long long>(cols));
+                    if (decode) std::snprintf(same, sizeof same, "%.1f%%", 100.0 * read_s / sec);
+                    // Peak: FP32 FMA for exact, int8 VNNI for fast.
+                    const double peak = fast ? lim.vnni_gop_s : lim.fma_gflop_s;
+                    std::printf("%-7s %-8s %-13s %5lld %-5s %8.2f %8.2f %6.1f%% %9.1f %6.1f%% %10s\n",
+                                kernels::cpu::isa_name(run[k]), f.name, shape, static_cast<long long>(n),
+                                fast ? "fast" : "exact", sec * 1e3, gbs, 100.0 * gbs / lim.read_gb_s, gflops,
+                                100.0 * gflops / peak, same);
+                }
+                std::fflush(stdout);
+            }
+        }
+    }
+    return 0;
+}

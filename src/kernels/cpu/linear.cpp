@@ -1,0 +1,294 @@
+// The dispatcher behind kernels::cpu::matmul: picks the ISA once, prepares the activations (FP4 even/odd
+// split for the GEMV, the transposed [cols, n_pad] copy for the GEMM) and splits output rows over the pool.
+// Compiled without ISA flags; the SIMD code lives in linear_avx512.cpp / linear_avx2.cpp.
+
+#include "kernels/cpu/linear.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <vector>
+
+#include "core/check.h"
+#include "core/logging.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/linear_kernels.h"
+
+namespace deepinfer::kernels::cpu {
+namespace {
+
+constexpr int kNoIsa = -1;
+constexpr int64_t kMaxTokensPerCall = 512;
+std::atomic<int> g_forced{kNoIsa};
+std::atomic<Numerics> g_numerics{Numerics::kExact};
+
+Isa initial_isa() {
+    const char* env = std::getenv("DEEPINFER_ISA");
+    if (env != nullptr && *env != '\0') {
+        Isa isa;
+        if (!parse_isa(env, &isa)) {
+            DI_LOG(Warn) << "DEEPINFER_ISA=" << env << " is not one of avx512|avx2|ref; using "
+                         << isa_name(best_isa());
+        } else if (!isa_supported(isa)) {
+            DI_LOG(Warn) << "DEEPINFER_ISA=" << env << " is not supported by this CPU; using "
+                         << isa_name(best_isa());
+        } else {
+            return isa;
+        }
+    }
+    return best_isa();
+}
+
+const detail::KernelTable& table(Isa isa) {
+    static const detail::KernelTable avx512 = detail::avx512_table();
+    static const detail::KernelTable avx2 = detail::avx2_table();
+    return isa == Isa::kAvx512 ? avx512 : avx2;
+}
+
+// Whether every row of this call has a register-decoding GEMV on a kW-float ISA.
+bool gemv_fits(const MatmulArgs& a, int kw) {
+    const core::Weight& w = *a.w;
+    switch (w.format) {
+    case core::WeightFormat::kF32:
+    case core::WeightFormat::kBF16:
+    case core::WeightFormat::kF16:
+        return true;
+    case core::WeightFormat::kFp8Block: {
+        if (w.block_cols % kw != 0) return false;
+        const int64_t sr0 = a.row_begin / w.block_rows, sr1 = (a.row_end - 1) / w.block_rows;
+        for (int64_t i = sr0 * w.scale_cols(); i < (sr1 + 1) * w.scale_cols(); ++i)
+            if (w.scale[i] < 60 || w.scale[i] > 134) return false; // see kFp8Fold in linear_impl.h
+        return true;
+    }
+    case core::WeightFormat::kFp4Group:
+        return w.block_cols % (2 * kw) == 0;
+    }
+    return false;
+}
+
+// Per-thread scratch, grown on first use and kept (a steady-state step allocates nothing).
+std::vector<float>& scratch(int which) {
+    thread_local std::vector<float> buf[4];
+    return buf[which];
+}
+
+// Numerics::kFast where an int8 kernel exists: FP4 e2m1, 32-column groups, whole 128-column activation
+// blocks, enough tokens for the GEMM, AVX-512 VNNI.
+bool fast_fits(const MatmulArgs& a, Isa isa) {
+    const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
+    const core::Weight& w = *a.w;
+    return num == Numerics::kFast && isa == Isa::kAvx512 && int8_supported() &&
+           w.format == core::WeightFormat::kFp4Group && w.block_cols == 32 && w.cols % detail::kQBlock == 0 &&
+           a.n > kGemvMaxTokens;
+}
+
+void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
+    static const detail::Int8Table q = detail::avx512_vnni_table();
+    const core::Weight& w = *a.w;
+    const int64_t rows = a.row_end - a.row_begin, n_pad = (a.n + 15) / 16 * 16;
+    std::vector<float>& buf = scratch(3); // xq [cols / 4, n_pad, 4] bytes, then xs [cols / 128, n_pad]
+    const int64_t xq_floats = w.cols * n_pad / 4, xs_floats = w.cols / detail::kQBlock * n_pad;
+    buf.resize(static_cast<size_t>(xq_floats + xs_floats));
+    auto* xq = reinterpret_cast<uint8_t*>(buf.data());
+    float* xs = buf.data() + xq_floats;
+    auto quant = [&](int64_t b, int64_t e) { q.quantize(a, b, e, n_pad, xq, xs); };
+    serial ? quant(0, n_pad) : pool->parallel_for(n_pad, quant);
+    const int64_t micro_rows = (rows + 3) / 4;
+    auto body = [&](int64_t b, int64_t e) {
+        std::vector<float>& s = scratch(2);
+        const size_t need = static_cast<size_t>(detail::int8_scratch_floats(n_pad));
+        if (s.size() < need) s.resize(need);
+        q.gemm(a, b * 4, std::min(e * 4, rows), xq, xs, n_pad, s.data());
+    };
+    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, body);
+}
+
+} // namespace
+
+const char* isa_name(Isa isa) {
+    switch (isa) {
+    case Isa::kRef:
+        return "ref";
+    case Isa::kAvx2:
+        return "avx2";
+    case Isa::kAvx512:
+        return "avx512";
+    }
+    return "?";
+}
+
+bool parse_isa(std::string_view name, Isa* isa) {
+    for (Isa i : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+        if (name == isa_name(i)) {
+            *isa = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool isa_supported(Isa isa) {
+    switch (isa) {
+    case Isa::kRef:
+        return true;
+    case Isa::kAvx2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case Isa::kAvx512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    }
+    return false;
+}
+
+Isa best_isa() {
+    if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
+    if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;
+    return Isa::kRef;
+}
+
+Isa active_isa() {
+    const int forced = g_forced.load(std::memory_order_relaxed);
+    if (forced != kNoIsa) return static_cast<Isa>(forced);
+    static const Isa initial = initial_isa();
+    return initial;
+}
+
+void set_active_isa(Isa isa) {
+    DI_CHECK(isa_supported(isa)) << "ISA " << isa_name(isa) << " is not supported by this CPU";
+    g_forced.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+void matmul(const MatmulArgs& a) {
+    matmul_isa(a, active_isa());
+}
+
+void matmul_isa(const MatmulArgs& a, Isa isa) {
+    DI_CHECK(a.w != nullptr);
+    const core::Weight& w = *a.w;
+    DI_CHECK(a.row_begin >= 0 && a.row_begin <= a.row_end && a.row_end <= w.rows);
+    DI_CHECK(a.ldx >= w.cols && a.ldy >= a.row_end - a.row_begin);
+    DI_CHECK(isa_supported(isa)) << "ISA " << isa_name(isa) << " is not supported by this CPU";
+    const int64_t rows = a.row_end - a.row_begin;
+    if (rows == 0 || a.n == 0) return;
+    core::ThreadPool* pool = a.pool != nullptr ? a.pool : &core::ThreadPool::global();
+    if (isa == Isa::kRef) {
+        detail::matmul_generic(a, pool);
+        return;
+    }
+    // Long prompts go through in token chunks: scratch (the transposed / quantized activations) stays
+    // bounded at kMaxTokensPerCall x cols, and each chunk still reuses every weight panel 512 times.
+    if (a.n > kMaxTokensPerCall) {
+        for (int64_t t0 = 0; t0 < a.n; t0 += kMaxTokensPerCall) {
+            MatmulArgs c = a;
+            c.x = a.x + t0 * a.ldx;
+            c.y = a.y + t0 * a.ldy;
+            c.n = std::min(kMaxTokensPerCall, a.n - t0);
+            matmul_isa(c, isa);
+        }
+        return;
+    }
+    const detail::KernelTable& k = table(isa);
+    // Small problems are not worth waking the pool.
+    const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
+    if (fast_fits(a, isa)) {
+        matmul_int8(a, pool, serial);
+        return;
+    }
+
+    if (a.n <= kGemvMaxTokens && gemv_fits(a, k.fp4_half)) {
+        const float* xprep = nullptr;
+        if (w.format == core::WeightFormat::kFp4Group) {
+            std::vector<float>& buf = scratch(0);
+            buf.resize(static_cast<size_t>(a.n * w.cols));
+            detail::prep_fp4_activations(a, k.fp4_half, buf.data());
+            xprep = buf.data();
+        }
+        // Groups of 4 rows, so every thread runs the 4-stream kernel.
+        const int64_t groups = (rows + 3) / 4;
+        auto body = [&](int64_t b, int64_t e) {
+            std::vector<float>& fold = scratch(2);
+            if (fold.size() < static_cast<size_t>(a.n * w.cols))
+                fold.resize(static_cast<size_t>(a.n * w.cols));
+            const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep, fold.data());
+            DI_CHECK(ok) << "GEMV refused a layout gemv_fits accepted";
+        };
+        serial ? body(0, groups) : pool->parallel_for(groups, body);
+        return;
+    }
+
+    // GEMM: activations transposed once to xt [cols, n_pad] (tokens contiguous, zero padding).
+    const int64_t n_pad = (a.n + 15) / 16 * 16;
+    std::vector<float>& xt = scratch(1);
+    xt.resize(static_cast<size_t>(w.cols * n_pad));
+    auto transpose = [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) {
+            float* dst = xt.data() + c * n_pad;
+            for (int64_t i = 0; i < a.n; ++i) dst[i] = a.x[i * a.ldx + c];
+            for (int64_t i = a.n; i < n_pad; ++i) dst[i] = 0.0f;
+        }
+    };
+    serial ? transpose(0, w.cols) : pool->parallel_for(w.cols, transpose);
+    const int64_t micro_rows = (rows + 5) / 6; // work split in 6-row microtiles
+    auto body = [&](int64_t b, int64_t e) {
+        std::vector<float>& panel = scratch(2);
+        const size_t need = static_cast<size_t>(detail::kGemmRowTile * (detail::kGemmKc + n_pad));
+        if (panel.size() < need) panel.resize(need);
+        k.gemm(a, b * 6, std::min(e * 6, rows), xt.data(), n_pad, panel.data(),
+               panel.data() + detail::kGemmRowTile * detail::kGemmKc);
+    };
+    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, body);
+}
+
+void set_default_numerics(Numerics numerics) {
+    g_numerics.store(numerics == Numerics::kDefault ? Numerics::kExact : numerics, std::memory_order_relaxed);
+}
+
+Numerics default_numerics() {
+    return g_numerics.load(std::memory_order_relaxed);
+}
+
+const char* numerics_name(Numerics numerics) {
+    switch (numerics) {
+    case Numerics::kDefault:
+        return "default";
+    case Numerics::kExact:
+        return "exact";
+    case Numerics::kFast:
+        return "fast";
+    }
+    return "?";
+}
+
+bool parse_numerics(std::string_view name, Numerics* numerics) {
+    for (Numerics n : {Numerics::kExact, Numerics::kFast}) {
+        if (name == numerics_name(n)) {
+            *numerics = n;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool int8_supported() {
+    return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
+}
+
+namespace detail {
+
+void prep_fp4_activations(const MatmulArgs& a, int h, float* xprep) {
+    const int64_t cols = a.w->cols, full = cols / (2 * h) * (2 * h);
+    for (int64_t i = 0; i < a.n; ++i) {
+        const float* x = a.x + i * a.ldx;
+        float* dst = xprep + i * cols;
+        for (int64_t g = 0; g < full; g += 2 * h)
+            for (int j = 0; j < h; ++j) {
+                dst[g + j] = x[g + 2 * j];
+                dst[g + h + j] = x[g + 2 * j + 1];
+            }
+        for (int64_t c = full; c < cols; ++c) dst[c] = x[c];
+    }
+}
+
+} // namespace detail
+} // namespace deepinfer::kernels::cpu

@@ -1,0 +1,47 @@
+#pragma once
+// The CPU linear kernels' public face: run-time ISA dispatch for kernels::cpu::matmul (declared in
+// kernels/ops.h). AVX-512 (F/BW/VL/DQ), AVX2 + FMA + F16C and portable C++ are compiled into every
+// binary; the best the CPU supports is used unless DEEPINFER_ISA=avx512|avx2|ref (read once, at first
+// use) or set_active_isa() picks another. See docs/kernels.md.
+
+#include <cstdint>
+#include <string_view>
+
+#include "kernels/ops.h"
+
+namespace deepinfer::kernels::cpu {
+
+enum class Isa : uint8_t {
+    kRef,    // portable C++: one weight row dequantized at a time (no SIMD intrinsics)
+    kAvx2,   // AVX2 + FMA + F16C, 8 floats per vector
+    kAvx512, // AVX-512 F/BW/VL/DQ, 16 floats per vector
+};
+
+const char* isa_name(Isa isa); // "ref", "avx2", "avx512"
+// Parses a DEEPINFER_ISA value; false when `name` is none of the names above.
+bool parse_isa(std::string_view name, Isa* isa);
+bool isa_supported(Isa isa); // by this CPU (kRef always)
+Isa best_isa();              // the widest supported
+// The ISA matmul dispatches to: set_active_isa's, else DEEPINFER_ISA's (an unknown or unsupported value
+// is logged and ignored), else best_isa().
+Isa active_isa();
+void set_active_isa(Isa isa); // must be supported (checked)
+
+// matmul on one given ISA, whatever is active (the kernel harness compares every ISA compiled in).
+void matmul_isa(const MatmulArgs& a, Isa isa);
+
+// Process default for MatmulArgs::numerics == kDefault (kExact until set; the cli sets it once at
+// start-up, e.g. from DEEPINFER_NUMERICS=exact|fast). Setting kDefault restores kExact.
+void set_default_numerics(Numerics numerics);
+Numerics default_numerics();
+const char* numerics_name(Numerics numerics); // "default", "exact", "fast"
+// Parses "exact" / "fast"; false otherwise.
+bool parse_numerics(std::string_view name, Numerics* numerics);
+// Whether this CPU has the int8 kernels kFast uses (AVX-512 VNNI); without them kFast computes exactly.
+bool int8_supported();
+
+// Token counts up to this use the GEMV kernels (weights decoded in registers, streamed once per 4 tokens);
+// larger ones the blocked GEMM (weights dequantized once per panel, reused by every token).
+constexpr int64_t kGemvMaxTokens = 8;
+
+} // namespace deepinfer::kernels::cpu

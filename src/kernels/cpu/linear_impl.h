@@ -1,0 +1,346 @@
+#pragma once
+// Internal: the SIMD linear kernels, written once over an ISA traits type `I` and included by exactly one
+// translation unit per ISA (linear_avx512.cpp, linear_avx2.cpp), each compiled with its own target flags.
+// Everything here sits in that TU's own namespace (DI_ISA_NS) so no inline function compiled for one ISA
+// can be picked by the linker for another; the only calls out are non-inline core functions (Weight::at;
+// not even Weight's inline helpers, hence scale_cols below).
+//
+// Traits `I` provide: V (vector of I::kW floats), kNv (token vectors per GEMM microtile), zero, set1,
+// loadu, storeu, fma, mul, reduce, and the weight decoders:
+//   bf16(p) / f16(p)             kW columns widened (BF16 by a 16-bit shift),
+//   fp8_raw(p)                   kW e4m3 bytes as floats scaled by 2^-120 (bit placement only; exact),
+//   fp4_lut()                    the e2m1 table (times a group scale, it is the `lut` below),
+//   fp4_pair(p, lut, even, odd)  2*kW e2m1 codes (kW bytes) through the table, even and odd columns,
+//   fp4_natural(p, lut)          kW e2m1 codes (kW/2 bytes) in column order.
+
+#include <cstdint>
+
+#include "core/weight.h"
+#include "kernels/cpu/linear_kernels.h"
+
+#ifndef DI_ISA_NS
+#error "define DI_ISA_NS before including linear_impl.h"
+#endif
+
+namespace deepinfer::kernels::cpu::detail::DI_ISA_NS {
+
+using core::WeightFormat;
+
+inline float bits_f32(uint32_t b) {
+    float f;
+    __builtin_memcpy(&f, &b, 4);
+    return f;
+}
+// e8m0 scale 2^(s-127) (s == 0 is the subnormal 2^-127, 255 NaN).
+inline float e8m0(uint8_t s) {
+    return bits_f32(s == 0 ? 0x00400000u : s == 255 ? 0x7fc00000u : static_cast<uint32_t>(s) << 23);
+}
+inline int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+inline int64_t scale_cols(const core::Weight& w) {
+    return (w.cols + w.block_cols - 1) / w.block_cols;
+}
+
+// ---------------------------------------------------------------------------------------------- GEMV
+// FP8 GEMV folds the scales into the activations: per block, x' = x * 2^(s-127) * 2^kFp8Fold, so the inner
+// loop is decode (a shift and a mask: value * 2^-120) + FMA, and the sum is multiplied by 2^(120 - kFp8Fold)
+// at the end. Only scales in [kFp8MinScale, kFp8MaxScale] take this path (others: the GEMM), which keeps
+// x' finite for |x| < 2^61 and every product far from the subnormal range.
+constexpr int kFp8Fold = 60;
+constexpr int kFp8MinScale = 60, kFp8MaxScale = 134;
+
+// R weight rows (R independent streams) x T tokens, decoded in registers, FP32 accumulators.
+template <class I, int R, int T, WeightFormat F>
+void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
+    using V = typename I::V;
+    constexpr int W = I::kW;
+    const core::Weight& w = *a.w;
+    const int64_t cols = w.cols;
+    V acc[R][T];
+    for (int i = 0; i < R; ++i)
+        for (int t = 0; t < T; ++t) acc[i][t] = I::zero();
+    const float* x[T]; // [cols] per token, in the layout the format's loop reads
+    for (int t = 0; t < T; ++t)
+        x[t] = F == WeightFormat::kFp4Group || F == WeightFormat::kFp8Block ? xprep + (t0 + t) * cols
+                                                                            : a.x + (t0 + t) * a.ldx;
+    int64_t vec_cols = 0;
+    float out_scale = 1.0f;
+
+    if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16 || F == WeightFormat::kF16 ||
+                  F == WeightFormat::kFp8Block) {
+        vec_cols = cols / W * W;
+        if constexpr (F == WeightFormat::kFp8Block)
+            out_scale = bits_f32(static_cast<uint32_t>(127 + 120 - kFp8Fold) << 23);
+        for (int64_t c = 0; c < vec_cols; c += W) {
+            V xv[T];
+            for (int t = 0; t < T; ++t) xv[t] = I::loadu(x[t] + c);
+            for (int i = 0; i < R; ++i) {
+                V wv;
+                if constexpr (F == WeightFormat::kF32)
+                    wv = I::loadu(static_cast<const float*>(w.data) + (r + i) * cols + c);
+                else if constexpr (F == WeightFormat::kBF16)
+                    wv = I::bf16(static_cast<const uint16_t*>(w.data) + (r + i) * cols + c);
+                else if constexpr (F == WeightFormat::kF16)
+                    wv = I::f16(static_cast<const uint16_t*>(w.data) + (r + i) * cols + c);
+                else
+                    wv = I::fp8_raw(static_cast<const uint8_t*>(w.data) + (r + i) * cols + c);
+                for (int t = 0; t < T; ++t) acc[i][t] = I::fma(wv, xv[t], acc[i][t]);
+            }
+        }
+    } else {
+        // FP4: each 2W columns are W bytes; the activations were split into evens and odds per 2W group.
+        // The group scale multiplies the 16-entry table once, not every decoded vector.
+        vec_cols = cols / (2 * W) * (2 * W);
+        const uint8_t* base = static_cast<const uint8_t*>(w.data);
+        const int64_t bc = w.block_cols, sc = scale_cols(w);
+        const V lut = I::fp4_lut();
+        for (int64_t c0 = 0; c0 < vec_cols; c0 += bc) {
+            const int64_t c1 = min64(vec_cols, c0 + bc);
+            V m[R];
+            for (int i = 0; i < R; ++i) m[i] = I::mul(lut, I::set1(e8m0(w.scale[(r + i) * sc + c0 / bc])));
+            for (int64_t c = c0; c < c1; c += 2 * W) {
+                V xe[T], xo[T];
+                for (int t = 0; t < T; ++t) {
+                    xe[t] = I::loadu(x[t] + c);
+                    xo[t] = I::loadu(x[t] + c + W);
+                }
+                for (int i = 0; i < R; ++i) {
+                    V e, o;
+                    I::fp4_pair(base + (r + i) * (cols / 2) + c / 2, m[i], e, o);
+                    for (int t = 0; t < T; ++t) acc[i][t] = I::fma(o, xo[t], I::fma(e, xe[t], acc[i][t]));
+                }
+            }
+        }
+    }
+
+    for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) {
+            float s = I::reduce(acc[i][t]) * out_scale;
+            const float* xt = a.x + (t0 + t) * a.ldx;
+            for (int64_t c = vec_cols; c < cols; ++c) s += w.at(r + i, c) * xt[c];
+            a.y[(t0 + t) * a.ldy + (r + i - a.row_begin)] = s;
+        }
+    }
+}
+
+template <class I, int R, WeightFormat F> void gemv_rows(const MatmulArgs& a, int64_t r, const float* xprep) {
+    for (int64_t t0 = 0; t0 < a.n; t0 += 4) {
+        switch (min64(4, a.n - t0)) {
+        case 1:
+            gemv_tile<I, R, 1, F>(a, r, t0, xprep);
+            break;
+        case 2:
+            gemv_tile<I, R, 2, F>(a, r, t0, xprep);
+            break;
+        case 3:
+            gemv_tile<I, R, 3, F>(a, r, t0, xprep);
+            break;
+        default:
+            gemv_tile<I, R, 4, F>(a, r, t0, xprep);
+            break;
+        }
+    }
+}
+
+template <class I, WeightFormat F>
+void gemv_range(const MatmulArgs& a, int64_t r, int64_t end, const float* xprep) {
+    for (; r + 4 <= end; r += 4) gemv_rows<I, 4, F>(a, r, xprep);
+    for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, xprep);
+}
+
+// xs [n, cols] = x scaled per column block by 2^(s - 127 + kFp8Fold), s the scales of row block rb.
+template <class I> void fp8_fold_activations(const MatmulArgs& a, int64_t rb, float* xs) {
+    constexpr int W = I::kW;
+    const core::Weight& w = *a.w;
+    const int64_t cols = w.cols, vec_cols = cols / W * W, bc = w.block_cols;
+    const uint8_t* srow = w.scale + rb * scale_cols(w);
+    for (int64_t t = 0; t < a.n; ++t) {
+        const float* x = a.x + t * a.ldx;
+        float* dst = xs + t * cols;
+        for (int64_t c0 = 0; c0 < vec_cols; c0 += bc) {
+            const typename I::V f = I::set1(bits_f32(static_cast<uint32_t>(srow[c0 / bc] + kFp8Fold) << 23));
+            for (int64_t c = c0; c < min64(vec_cols, c0 + bc); c += W)
+                I::storeu(dst + c, I::mul(I::loadu(x + c), f));
+        }
+    }
+}
+
+template <class I, WeightFormat F>
+void gemv_format(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch) {
+    const int64_t begin = a.row_begin + r0, end = a.row_begin + r1;
+    if constexpr (F == WeightFormat::kFp8Block) {
+        // One row block at a time, its scales folded into the activations.
+        const int64_t br = a.w->block_rows;
+        for (int64_t r = begin; r < end;) {
+            const int64_t stop = min64(end, (r / br + 1) * br);
+            fp8_fold_activations<I>(a, r / br, scratch);
+            gemv_range<I, F>(a, r, stop, scratch);
+            r = stop;
+        }
+    } else {
+        gemv_range<I, F>(a, begin, end, xprep);
+    }
+}
+
+template <class I>
+bool gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch) {
+    const core::Weight& w = *a.w;
+    switch (w.format) {
+    case WeightFormat::kF32:
+        gemv_format<I, WeightFormat::kF32>(a, r0, r1, xprep, scratch);
+        return true;
+    case WeightFormat::kBF16:
+        gemv_format<I, WeightFormat::kBF16>(a, r0, r1, xprep, scratch);
+        return true;
+    case WeightFormat::kF16:
+        gemv_format<I, WeightFormat::kF16>(a, r0, r1, xprep, scratch);
+        return true;
+    case WeightFormat::kFp8Block: {
+        if (w.block_cols % I::kW != 0) return false;
+        const int64_t sr0 = (a.row_begin + r0) / w.block_rows, sr1 = (a.row_begin + r1 - 1) / w.block_rows;
+        for (int64_t i = sr0 * scale_cols(w); i < (sr1 + 1) * scale_cols(w); ++i)
+            if (w.scale[i] < kFp8MinScale || w.scale[i] > kFp8MaxScale) return false;
+        gemv_format<I, WeightFormat::kFp8Block>(a, r0, r1, xprep, scratch);
+        return true;
+    }
+    case WeightFormat::kFp4Group:
+        if (w.block_cols % (2 * I::kW) != 0) return false;
+        gemv_format<I, WeightFormat::kFp4Group>(a, r0, r1, xprep, scratch);
+        return true;
+    }
+    return false;
+}
+
+// ---------------------------------------------------------------------------------------------- GEMM
+// out [kc] = W[r, k0 : k0 + kc] in F32, vectorized where a whole vector shares one scale.
+template <class I> void decode_row(const core::Weight& w, int64_t r, int64_t k0, int64_t kc, float* out) {
+    constexpr int W = I::kW;
+    const int64_t cols = w.cols;
+    int64_t c = k0;
+    const int64_t end = k0 + kc;
+    switch (w.format) {
+    case WeightFormat::kF32:
+        for (; c + W <= end; c += W)
+            I::storeu(out + c - k0, I::loadu(static_cast<const float*>(w.data) + r * cols + c));
+        break;
+    case WeightFormat::kBF16:
+        for (; c + W <= end; c += W)
+            I::storeu(out + c - k0, I::bf16(static_cast<const uint16_t*>(w.data) + r * cols + c));
+        break;
+    case WeightFormat::kF16:
+        for (; c + W <= end; c += W)
+            I::storeu(out + c - k0, I::f16(static_cast<const uint16_t*>(w.data) + r * cols + c));
+        break;
+    case WeightFormat::kFp8Block: {
+        const uint8_t* srow = w.scale + r / w.block_rows * scale_cols(w);
+        const typename I::V k2p120 = I::set1(bits_f32(247u << 23)); // 2^120
+        for (; c + W <= end; c += W) {
+            if (c / w.block_cols != (c + W - 1) / w.block_cols) break; // a vector straddles two blocks
+            const typename I::V v =
+                I::mul(I::fp8_raw(static_cast<const uint8_t*>(w.data) + r * cols + c), k2p120);
+            I::storeu(out + c - k0, I::mul(v, I::set1(e8m0(srow[c / w.block_cols]))));
+        }
+        break;
+    }
+    case WeightFormat::kFp4Group: {
+        const uint8_t* srow = w.scale + r * scale_cols(w);
+        const typename I::V lut = I::fp4_lut();
+        if (c % 2 != 0) break;
+        for (; c + W <= end; c += W) {
+            if (c / w.block_cols != (c + W - 1) / w.block_cols) break;
+            const typename I::V scaled = I::mul(lut, I::set1(e8m0(srow[c / w.block_cols])));
+            I::storeu(out + c - k0,
+                      I::fp4_natural(static_cast<const uint8_t*>(w.data) + r * (cols / 2) + c / 2, scaled));
+        }
+        break;
+    }
+    }
+    for (; c < end; ++c) out[c - k0] = w.at(r, c); // ragged blocks and the column tail
+}
+
+// ct [MR, ld] += panel [MR, kGemmKc] x xt [kc, ld] over NV vectors of tokens: weights broadcast, tokens in
+// vectors, MR * NV accumulators in registers.
+template <class I, int MR, int NV>
+void micro(const float* panel, const float* xt, int64_t ld, int64_t kc, float* ct) {
+    using V = typename I::V;
+    constexpr int W = I::kW;
+    V acc[MR][NV];
+    for (int m = 0; m < MR; ++m)
+        for (int v = 0; v < NV; ++v) acc[m][v] = I::loadu(ct + m * ld + v * W);
+    for (int64_t k = 0; k < kc; ++k) {
+        V xv[NV];
+        for (int v = 0; v < NV; ++v) xv[v] = I::loadu(xt + k * ld + v * W);
+        for (int m = 0; m < MR; ++m) {
+            const V wb = I::set1(panel[m * kGemmKc + k]);
+            for (int v = 0; v < NV; ++v) acc[m][v] = I::fma(wb, xv[v], acc[m][v]);
+        }
+    }
+    for (int m = 0; m < MR; ++m)
+        for (int v = 0; v < NV; ++v) I::storeu(ct + m * ld + v * W, acc[m][v]);
+}
+
+template <class I, int MR>
+void micro_nv(int nv, const float* panel, const float* xt, int64_t ld, int64_t kc, float* ct) {
+    if constexpr (I::kNv >= 4) {
+        if (nv == 4) return micro<I, MR, 4>(panel, xt, ld, kc, ct);
+        if (nv == 3) return micro<I, MR, 3>(panel, xt, ld, kc, ct);
+    }
+    if (nv == 2) return micro<I, MR, 2>(panel, xt, ld, kc, ct);
+    micro<I, MR, 1>(panel, xt, ld, kc, ct);
+}
+
+template <class I>
+void micro_dispatch(int mr, int nv, const float* panel, const float* xt, int64_t ld, int64_t kc, float* ct) {
+    switch (mr) {
+    case 1:
+        return micro_nv<I, 1>(nv, panel, xt, ld, kc, ct);
+    case 2:
+        return micro_nv<I, 2>(nv, panel, xt, ld, kc, ct);
+    case 3:
+        return micro_nv<I, 3>(nv, panel, xt, ld, kc, ct);
+    case 4:
+        return micro_nv<I, 4>(nv, panel, xt, ld, kc, ct);
+    case 5:
+        return micro_nv<I, 5>(nv, panel, xt, ld, kc, ct);
+    default:
+        return micro_nv<I, 6>(nv, panel, xt, ld, kc, ct);
+    }
+}
+
+// Blocked GEMM: a panel of up to kGemmRowTile weight rows x kGemmKc columns is dequantized once into F32
+// and reused by every token; the C tile [rows, n_pad] accumulates over column panels and is written to y
+// (transposed back to [tokens, rows]) once.
+template <class I>
+void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xt, int64_t n_pad, float* panel,
+          float* ct) {
+    constexpr int W = I::kW;
+    const core::Weight& w = *a.w;
+    for (int64_t rt = r0; rt < r1; rt += kGemmRowTile) {
+        const int64_t rows = min64(kGemmRowTile, r1 - rt);
+        for (int64_t i = 0; i < rows * n_pad; ++i) ct[i] = 0.0f;
+        for (int64_t k0 = 0; k0 < w.cols; k0 += kGemmKc) {
+            const int64_t kc = min64(kGemmKc, w.cols - k0);
+            for (int64_t m = 0; m < rows; ++m)
+                decode_row<I>(w, a.row_begin + rt + m, k0, kc, panel + m * kGemmKc);
+            for (int64_t i0 = 0; i0 < n_pad; i0 += I::kNv * W) {
+                const int nv = static_cast<int>(min64(I::kNv, (n_pad - i0) / W));
+                for (int64_t m0 = 0; m0 < rows; m0 += 6)
+                    micro_dispatch<I>(static_cast<int>(min64(6, rows - m0)), nv, panel + m0 * kGemmKc,
+                                      xt + k0 * n_pad + i0, n_pad, kc, ct + m0 * n_pad + i0);
+            }
+        }
+        for (int64_t i = 0; i < a.n; ++i)
+            for (int64_t m = 0; m < rows; ++m) a.y[i * a.ldy + (rt + m)] = ct[m * n_pad + i];
+    }
+}
+
+inline KernelTable table() {
+    KernelTable t;
+    t.gemv = &gemv<Isa>;
+    t.gemm = &gemm<Isa>;
+    t.fp4_half = Isa::kW;
+    return t;
+}
+
+} // namespace deepinfer::kernels::cpu::detail::DI_ISA_NS

@@ -1,0 +1,62 @@
+#pragma once
+// Internal: the per-ISA kernel table behind kernels::cpu::matmul. Each ISA's translation unit is compiled
+// with its own target flags and exports one table; the dispatcher (linear.cpp, generic flags) owns
+// threading and scratch memory and calls these on plain pointers. Nothing here allocates.
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace deepinfer::kernels::cpu::detail {
+
+// GEMV (few tokens): output rows [r0, r1) (relative to a.row_begin) for all a.n tokens, weights decoded in
+// registers. `xprep` holds the activations rearranged for FP4 weights (see prep_fp4_activations) or is
+// nullptr for other formats; `scratch` has room for [a.n, cols] floats (FP8 folds its scales into a copy of
+// the activations there). Returns false when the weight's layout has no fast path here (block size not a
+// multiple of the vector width, an FP8 scale outside [2^-67, 2^7]); the caller then uses the GEMM path.
+using GemvFn = bool (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch);
+
+// GEMM (many tokens): output rows [r0, r1) for all tokens from the transposed activations
+// xt [cols, n_pad] (n_pad a multiple of 16, padding columns zero). Scratch: panel [kGemmRowTile, kGemmKc]
+// and ct [kGemmRowTile, n_pad] floats, 64-byte aligned. Works for every format and block size.
+using GemmFn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xt, int64_t n_pad,
+                        float* panel, float* ct);
+
+constexpr int64_t kGemmRowTile = 48; // weight rows dequantized per panel (a multiple of the 6-row microtile)
+constexpr int64_t kGemmKc = 128;     // columns per panel
+
+struct KernelTable {
+    GemvFn gemv = nullptr;
+    GemmFn gemm = nullptr;
+    int fp4_half = 0; // FP4 GEMV activation layout: groups of 2*fp4_half columns, evens then odds
+};
+
+KernelTable avx512_table();
+
+// Numerics::kFast (int8 VNNI), today for FP4 e2m1 weights with 32-column groups and cols % kQBlock == 0:
+// quantize tokens [t0, t1) of the activations into xq [cols / 4, n_pad, 4] (int8 + 128 per token per
+// kQBlock columns, 4 consecutive columns together for vpdpbusd) and xs [cols / kQBlock, n_pad] (scales);
+// then the GEMM over output rows [r0, r1) with scratch of int8_scratch_floats(n_pad) floats.
+constexpr int64_t kQBlock = 128;
+constexpr int64_t kQRowTile = 48;
+inline int64_t int8_scratch_floats(int64_t n_pad) {
+    return kQRowTile * n_pad + kQRowTile * 8 + kQRowTile * kQBlock / 4;
+}
+using QuantizeFn = void (*)(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, uint8_t* xq,
+                            float* xs);
+using GemmQFn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const float* xs,
+                         int64_t n_pad, float* scratch);
+struct Int8Table {
+    QuantizeFn quantize = nullptr;
+    GemmQFn gemm = nullptr;
+};
+Int8Table avx512_vnni_table();
+// Portable C++ (no ISA flags): one weight row dequantized at a time, dotted with every token.
+void matmul_generic(const MatmulArgs& a, core::ThreadPool* pool);
+KernelTable avx2_table();
+
+// xprep [n, cols]: within each group of 2h columns, the h even columns then the h odd ones (columns past the
+// last full group are copied as they are).
+void prep_fp4_activations(const MatmulArgs& a, int h, float* xprep);
+
+} // namespace deepinfer::kernels::cpu::detail

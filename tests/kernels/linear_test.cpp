@@ -1,0 +1,261 @@
+// The linear-kernel harness: every CPU implementation compiled in (ref = portable C++, avx2, avx512; those
+// the CPU lacks are skipped) x every weight format x a grid of shapes (tiny, odd, the real V4-Flash / V4-Pro
+// dims for a few rows) x token counts (GEMV and GEMM paths), against ref::matmul (double accumulation over
+// Weight::at, the format's definition). Tolerance: NMSE per numerics mode. Weights are random bytes in
+// the stored format, so every code (subnormal e4m3, -0, every e2m1) occurs.
+
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/ops.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+using F = core::WeightFormat;
+using cpu::Isa;
+
+struct StoredWeight {
+    core::Weight w;
+    std::vector<uint8_t> data, scale;
+};
+
+// Random stored bytes; scales in [lo_scale, hi_scale] (e8m0).
+StoredWeight random_weight(F format, int64_t rows, int64_t cols, int br, int bc, std::mt19937* rng,
+                           int lo_scale = 118, int hi_scale = 130) {
+    StoredWeight s;
+    s.w.format = format;
+    s.w.rows = rows;
+    s.w.cols = cols;
+    std::uniform_int_distribution<int> byte(0, 255), sc(lo_scale, hi_scale);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    switch (format) {
+    case F::kF32: {
+        s.data.resize(rows * cols * 4);
+        auto* p = reinterpret_cast<float*>(s.data.data());
+        for (int64_t i = 0; i < rows * cols; ++i) p[i] = nd(*rng);
+        break;
+    }
+    case F::kBF16:
+    case F::kF16: {
+        s.data.resize(rows * cols * 2);
+        auto* p = reinterpret_cast<uint16_t*>(s.data.data());
+        for (int64_t i = 0; i < rows * cols; ++i)
+            p[i] = format == F::kBF16 ? core::f32_to_bf16(nd(*rng)) : core::f32_to_f16(nd(*rng));
+        break;
+    }
+    case F::kFp8Block:
+        s.w.block_rows = br;
+        s.w.block_cols = bc;
+        s.data.resize(rows * cols);
+        for (uint8_t& b : s.data) {
+            b = static_cast<uint8_t>(byte(*rng));
+            if ((b & 0x7f) == 0x7f) b ^= 1; // e4m3fn NaN codes are not weights
+        }
+        break;
+    case F::kFp4Group:
+        s.w.block_rows = 1;
+        s.w.block_cols = bc;
+        s.data.resize(rows * cols / 2);
+        for (uint8_t& b : s.data) b = static_cast<uint8_t>(byte(*rng));
+        break;
+    }
+    if (format == F::kFp8Block || format == F::kFp4Group) {
+        s.scale.resize(s.w.scale_rows() * s.w.scale_cols());
+        for (uint8_t& b : s.scale) b = static_cast<uint8_t>(sc(*rng));
+    }
+    s.w.data = s.data.data();
+    s.w.scale = s.scale.empty() ? nullptr : s.scale.data();
+    return s;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& ref) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        num += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+        den += static_cast<double>(ref[i]) * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+struct Shape {
+    int64_t rows, cols;
+    std::vector<int64_t> tokens;
+};
+
+struct FormatCase {
+    F format;
+    int br, bc;
+    std::string name;
+    int lo_scale = 118, hi_scale = 130;
+};
+
+std::vector<Isa> isas() {
+    std::vector<Isa> out;
+    for (Isa i : {Isa::kRef, Isa::kAvx2, Isa::kAvx512})
+        if (cpu::isa_supported(i)) out.push_back(i);
+    return out;
+}
+
+// Runs one (format, shape, n) through every ISA, with a row range and strided x / y; returns failures.
+// Per numerics mode: exact is F32 accumulation of exact products; fast adds int8 activation rounding
+// (per 128 columns, relative step 1/127 of the block's max: NMSE ~ 1e-5 on Gaussian activations).
+double tolerance(Numerics num) {
+    return num == Numerics::kFast ? 5e-4 : 1e-10;
+}
+
+void check_case(const FormatCase& fc, int64_t rows, int64_t cols, int64_t n, core::ThreadPool* pool,
+                std::mt19937* rng, Numerics num = Numerics::kExact) {
+    SCOPED_TRACE(fc.name + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                 " n=" + std::to_string(n) + " " + cpu::numerics_name(num));
+    const StoredWeight sw = random_weight(fc.format, rows, cols, fc.br, fc.bc, rng, fc.lo_scale, fc.hi_scale);
+    const int64_t ldx = cols + 5, r0 = rows / 4, r1 = rows, out = r1 - r0, ldy = out + 3;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(n * ldx);
+    for (float& v : x) v = nd(*rng);
+    MatmulArgs a{x.data(), n, ldx, &sw.w, r0, r1, nullptr, ldy, pool, num};
+    std::vector<float> want(n * ldy, -7.0f);
+    a.y = want.data();
+    ref::matmul(a);
+    std::vector<float> want_c(n * out);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < out; ++r) want_c[i * out + r] = want[i * ldy + r];
+    for (Isa isa : isas()) {
+        std::vector<float> y(n * ldy, -7.0f);
+        a.y = y.data();
+        cpu::matmul_isa(a, isa);
+        std::vector<float> got(n * out);
+        int64_t past = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            for (int64_t r = 0; r < out; ++r) got[i * out + r] = y[i * ldy + r];
+            for (int64_t r = out; r < ldy; ++r) past += y[i * ldy + r] != -7.0f;
+        }
+        const double e = nmse(got, want_c);
+        EXPECT_LT(e, tolerance(num)) << cpu::isa_name(isa);
+        // The int8 kernel really ran: its activation rounding shows (exact F32 sums are ~1e-14 off).
+        if (num == Numerics::kFast && isa == Isa::kAvx512 && cpu::int8_supported() &&
+            n > cpu::kGemvMaxTokens && fc.format == F::kFp4Group && fc.bc == 32 && cols % 128 == 0) {
+            EXPECT_GT(e, 1e-8) << "fast numerics did not take the int8 path";
+        }
+        EXPECT_EQ(past, 0) << cpu::isa_name(isa) << " wrote past the row range";
+    }
+}
+
+const std::vector<FormatCase>& formats() {
+    static const std::vector<FormatCase> f = {
+        {F::kF32, 1, 1, "f32"},
+        {F::kBF16, 1, 1, "bf16"},
+        {F::kF16, 1, 1, "f16"},
+        {F::kFp8Block, 128, 128, "fp8_128x128"},
+        {F::kFp8Block, 32, 32, "fp8_32x32"},
+        {F::kFp8Block, 24, 40, "fp8_24x40"}, // blocks not a multiple of the vector: GEMM path for every n
+        {F::kFp8Block, 32, 32, "fp8_big_scales", 120, 140}, // scales past 2^7: the GEMV declines
+        {F::kFp8Block, 32, 32, "fp8_small_scales", 40, 70}, // scales below 2^-67: the GEMV declines too
+        {F::kFp4Group, 1, 32, "fp4_g32"},
+        {F::kFp4Group, 1, 16, "fp4_g16"},
+    };
+    return f;
+}
+
+class LinearHarness : public ::testing::TestWithParam<FormatCase> {};
+
+// Tiny and odd shapes over the whole token grid.
+TEST_P(LinearHarness, SmallShapesAllTokenCounts) {
+    const FormatCase& fc = GetParam();
+    core::ThreadPool pool(2);
+    std::mt19937 rng(11);
+    const std::vector<Shape> shapes = {
+        {7, 96, {1, 2, 3, 8, 17, 64}},
+        {33, 130, {1, 3, 9, 17}},
+        {64, 256, {1, 2, 3, 8, 17, 64, 128, 512, 700}}, // 700: two token chunks
+        {100, 384, {1, 5, 8, 128}},
+    };
+    for (const Shape& s : shapes) {
+        if (fc.format == F::kFp4Group && s.cols % 2 != 0) continue;
+        for (int64_t n : s.tokens) check_case(fc, s.rows, s.cols, n, &pool, &rng);
+    }
+}
+
+// The real V4-Flash (hidden 4096, q_lora 1024, expert inter 2048) and V4-Pro (hidden 7168) reduction
+// dims, a few rows each.
+TEST_P(LinearHarness, RealDimsFewRows) {
+    const FormatCase& fc = GetParam();
+    core::ThreadPool pool(2);
+    std::mt19937 rng(12);
+    for (int64_t cols : {1024, 2048, 4096, 7168})
+        for (int64_t n : {1, 3, 8, 17}) check_case(fc, 13, cols, n, &pool, &rng);
+}
+
+// Numerics::kFast over the prefill token counts: int8 where the kernel exists (FP4 g32), exact elsewhere.
+TEST_P(LinearHarness, FastNumerics) {
+    const FormatCase& fc = GetParam();
+    core::ThreadPool pool(2);
+    std::mt19937 rng(13);
+    const std::vector<Shape> shapes = {
+        {7, 128, {9, 17}}, {64, 256, {17, 64, 128, 512}}, {50, 4096, {17, 40}}};
+    for (const Shape& s : shapes)
+        for (int64_t n : s.tokens) check_case(fc, s.rows, s.cols, n, &pool, &rng, Numerics::kFast);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, LinearHarness, ::testing::ValuesIn(formats()),
+                         [](const auto& info) { return info.param.name; });
+
+void PrintTo(const FormatCase& f, std::ostream* os) {
+    *os << f.name;
+}
+
+TEST(LinearNumerics, DefaultIsExactAndSettable) {
+    EXPECT_EQ(cpu::default_numerics(), Numerics::kExact);
+    Numerics n;
+    ASSERT_TRUE(cpu::parse_numerics("fast", &n));
+    EXPECT_EQ(n, Numerics::kFast);
+    EXPECT_FALSE(cpu::parse_numerics("sloppy", &n));
+    // kDefault follows the process default: the fast kernel's rounding shows only after the switch.
+    std::mt19937 rng(5);
+    const StoredWeight sw = random_weight(F::kFp4Group, 32, 256, 1, 32, &rng);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(64 * 256), y0(64 * 32), y1(64 * 32), y2(64 * 32);
+    for (float& v : x) v = nd(rng);
+    cpu::matmul_isa(linear_args(x.data(), 64, sw.w, y0.data()), cpu::best_isa());
+    cpu::set_default_numerics(Numerics::kFast);
+    cpu::matmul_isa(linear_args(x.data(), 64, sw.w, y1.data()), cpu::best_isa());
+    cpu::set_default_numerics(Numerics::kDefault);
+    EXPECT_EQ(cpu::default_numerics(), Numerics::kExact);
+    cpu::matmul_isa(linear_args(x.data(), 64, sw.w, y2.data()), cpu::best_isa());
+    EXPECT_EQ(y0, y2);
+    if (cpu::int8_supported() && cpu::best_isa() == Isa::kAvx512) {
+        EXPECT_NE(y0, y1);
+    }
+}
+
+TEST(LinearIsa, NamesRoundTripAndRefIsAlwaysSupported) {
+    for (Isa i : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+        Isa back;
+        ASSERT_TRUE(cpu::parse_isa(cpu::isa_name(i), &back));
+        EXPECT_EQ(back, i);
+    }
+    Isa unused;
+    EXPECT_FALSE(cpu::parse_isa("sse9", &unused));
+    EXPECT_TRUE(cpu::isa_supported(Isa::kRef));
+    EXPECT_TRUE(cpu::isa_supported(cpu::active_isa()));
+}
+
+// DEEPINFER_ISA, when set to a supported name, is what matmul dispatches to (the ctest runs under each).
+TEST(LinearIsa, EnvironmentForcesTheActiveIsa) {
+    const char* env = std::getenv("DEEPINFER_ISA");
+    Isa want;
+    if (env == nullptr || !cpu::parse_isa(env, &want) || !cpu::isa_supported(want)) want = cpu::best_isa();
+    EXPECT_EQ(cpu::active_isa(), want) << (env ? env : "(unset)");
+}
+
+} // namespace
+} // namespace deepinfer::kernels
