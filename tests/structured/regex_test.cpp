@@ -1,0 +1,77 @@
+// Regex -> GBNF: full-match semantics, the ECMAScript subset, JSON-string mode, refusals.
+
+#include "structured/regex.h"
+
+#include <gtest/gtest.h>
+
+#include "toy_vocab.h"
+
+namespace deepinfer::structured {
+namespace {
+
+std::shared_ptr<CompiledGrammar> compile_regex(const std::string& re, RegexOptions o = {}) {
+    auto g = regex_to_gbnf(re, o);
+    if (!g.ok()) {
+        testing_util::last_error() = g.status().message();
+        return nullptr;
+    }
+    return testing_util::compile(*g);
+}
+
+TEST(Regex, FullMatchOfTheCommonSubset) {
+    struct Case {
+        const char* re;
+        std::vector<const char*> yes, no;
+    };
+    const std::vector<Case> cases = {
+        {"^[A-Z]{2}-\\d{3,5}$", {"AB-123", "ZZ-12345"}, {"ab-123", "AB-12", "AB-123456", "AB123"}},
+        {"(cat|dog)s?", {"cat", "dogs"}, {"cats!", "bird", ""}},
+        {"a.c", {"abc", "a-c", "aéc"}, {"a\nc", "ac"}},
+        {"[^0-9\\s]+", {"abc", "日本"}, {"a1", "a b", ""}},
+        {"\\w+@\\w+\\.(com|org)", {"me@x.com", "a_b@c9.org"}, {"me@x.net", "@x.com"}},
+        {"(?:ab){2}(?<tail>c|d)*?", {"abab", "ababcdc"}, {"ab", "ababe"}},
+        {"\\u00e9\\x41\\.\\/\\[", {"éA./["}, {"eA./["}},
+        {"a{2,}b{,3}", {"aab{,3}", "aaaab{,3}"}, {"ab{,3}", "aab"}}, // {,3} is literal in ECMAScript
+        {"^$", {""}, {"a"}},
+    };
+    for (const Case& c : cases) {
+        auto g = compile_regex(c.re);
+        ASSERT_TRUE(g) << c.re << ": " << testing_util::last_error();
+        for (const char* s : c.yes) EXPECT_TRUE(testing_util::matches(g, s)) << c.re << " should match " << s;
+        for (const char* s : c.no)
+            EXPECT_FALSE(testing_util::matches(g, s)) << c.re << " should not match " << s;
+    }
+}
+
+TEST(Regex, SearchAndJsonStringModes) {
+    auto g = compile_regex("ab", {.search = true});
+    ASSERT_TRUE(g);
+    EXPECT_TRUE(testing_util::matches(g, "xxabyy"));
+    EXPECT_FALSE(testing_util::matches(g, "xxayy"));
+    g = compile_regex("^ab", {.search = true});
+    EXPECT_TRUE(testing_util::matches(g, "abyy"));
+    EXPECT_FALSE(testing_util::matches(g, "xab"));
+    // Inside a JSON string: a quote, backslash or newline only escaped.
+    g = compile_regex("[a\"\\\\\\n]+", {.json_string = true});
+    ASSERT_TRUE(g) << testing_util::last_error();
+    EXPECT_TRUE(testing_util::matches(g, "a\\\"\\\\\\n"));
+    EXPECT_FALSE(testing_util::matches(g, "a\""));
+    EXPECT_FALSE(testing_util::matches(g, "a\n"));
+}
+
+TEST(Regex, UnsupportedFeaturesAreNamed) {
+    for (auto [re, what] : std::vector<std::pair<const char*, const char*>>{{"(a)\\1", "backreferences"},
+                                                                            {"a(?=b)", "lookaround"},
+                                                                            {"\\bword", "word boundaries"},
+                                                                            {"a^b", "inside the pattern"},
+                                                                            {"(ab", "missing ')'"},
+                                                                            {"*a", "nothing to repeat"},
+                                                                            {"[z-a]", "out of order"}}) {
+        auto g = regex_to_gbnf(re);
+        ASSERT_FALSE(g.ok()) << re;
+        EXPECT_NE(g.status().message().find(what), std::string::npos) << g.status().message();
+    }
+}
+
+} // namespace
+} // namespace deepinfer::structured
