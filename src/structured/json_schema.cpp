@@ -228,6 +228,9 @@ private:
             if (!parts.is_array() || parts.empty()) return error(where, "'allOf' must be a non-empty array");
             Json merged = s;
             merged.erase("allOf");
+            if (s.contains("additionalProperties"))
+                return error(where, "additionalProperties beside allOf applies to the outer properties only "
+                                    "(JSON Schema semantics); move it into the object schema");
             for (std::size_t i = 0; i < parts.size(); ++i) {
                 const Json* p = &parts[i];
                 if (p->is_object() && p->contains("$ref") && (*p)["$ref"].is_string()) {
@@ -235,6 +238,10 @@ private:
                 }
                 if (!p->is_object())
                     return error(where + "/allOf/" + std::to_string(i), "must be an object schema");
+                if (p->contains("additionalProperties") && parts.size() > 1)
+                    return error(where + "/allOf/" + std::to_string(i),
+                                 "additionalProperties inside allOf sees only its own part's properties "
+                                 "(JSON Schema semantics); this combination is not supported");
                 for (auto it = p->begin(); it != p->end(); ++it) {
                     if (it.key() == "properties" && merged.contains("properties") && it.value().is_object()) {
                         for (auto pt = it.value().begin(); pt != it.value().end(); ++pt)
@@ -360,16 +367,20 @@ private:
         }
         if (!lo && !hi) return std::string(integer ? "jint" : "jnumber");
         const double limit = static_cast<double>(kMaxJsonInt);
-        int64_t a = -kMaxJsonInt, b = kMaxJsonInt;
-        if (lo) {
-            if (std::fabs(*lo) > limit) return error(where, "bound out of range");
-            a = lo_ex ? static_cast<int64_t>(std::floor(*lo)) + 1 : static_cast<int64_t>(std::ceil(*lo));
+        if ((lo && std::fabs(*lo) > limit) || (hi && std::fabs(*hi) > limit))
+            return error(where, "bound out of range");
+        std::string e;
+        if (integer) {
+            const int64_t a = !lo     ? -kMaxJsonInt
+                              : lo_ex ? static_cast<int64_t>(std::floor(*lo)) + 1
+                                      : static_cast<int64_t>(std::ceil(*lo));
+            const int64_t b = !hi     ? kMaxJsonInt
+                              : hi_ex ? static_cast<int64_t>(std::ceil(*hi)) - 1
+                                      : static_cast<int64_t>(std::floor(*hi));
+            e = integer_range_expr(a, b);
+        } else {
+            e = number_range_expr(lo.value_or(-limit), lo && lo_ex, hi.value_or(limit), hi && hi_ex);
         }
-        if (hi) {
-            if (std::fabs(*hi) > limit) return error(where, "bound out of range");
-            b = hi_ex ? static_cast<int64_t>(std::ceil(*hi)) - 1 : static_cast<int64_t>(std::floor(*hi));
-        }
-        const std::string e = integer ? integer_range_expr(a, b) : number_range_expr(a, b);
         if (e.empty())
             return error(where,
                          "no " + std::string(integer ? "integer" : "number") + " satisfies the bounds");
@@ -464,8 +475,14 @@ private:
                 seen.push_back(it.key());
             }
         }
+        const bool closed = s.contains("additionalProperties") && s["additionalProperties"].is_boolean() &&
+                            !s["additionalProperties"].get<bool>();
         for (const std::string& r : req_names) // required but not described: any value
             if (std::find(seen.begin(), seen.end(), r) == seen.end()) {
+                if (closed)
+                    return error(where, "property '" + r +
+                                            "' is required but additionalProperties is false and " +
+                                            "it is not in properties: no instance can validate");
                 props.emplace_back(literal_json(Json(r)), any_value(1));
                 required.push_back(true);
                 seen.push_back(r);

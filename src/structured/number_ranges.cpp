@@ -1,6 +1,7 @@
 #include "structured/number_ranges.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace deepinfer::structured {
@@ -81,17 +82,22 @@ std::string integer_range_expr(int64_t lo, int64_t hi) {
     return join_alts(alts);
 }
 
-std::string number_range_expr(int64_t lo, int64_t hi) {
-    lo = std::max(lo, -kMaxJsonInt);
-    hi = std::min(hi, kMaxJsonInt);
-    if (lo > hi) return "";
-    std::vector<std::string> alts{integer_range_expr(lo, hi)};
-    // x.f with x >= 0 lies in (x, x + 1): x in [max(lo, 0), hi - 1].
-    if (hi - 1 >= std::max<int64_t>(lo, 0))
-        alts.push_back(nonneg_range(std::max<int64_t>(lo, 0), hi - 1) + " " + kFrac);
-    // -x.f with x >= 1 lies in (-x - 1, -x): -x - 1 >= lo and -x <= hi.
-    const int64_t xmin = std::max<int64_t>(1, -hi), xmax = -lo - 1;
-    if (xmin <= xmax) alts.push_back("\"-\" " + nonneg_range(xmin, xmax) + " " + kFrac);
+std::string number_range_expr(double lo, bool lo_exclusive, double hi, bool hi_exclusive) {
+    const double m = static_cast<double>(kMaxJsonInt);
+    lo = std::clamp(lo, -m, m);
+    hi = std::clamp(hi, -m, m);
+    auto fl = [](double v) { return static_cast<int64_t>(std::floor(v)); };
+    auto ce = [](double v) { return static_cast<int64_t>(std::ceil(v)); };
+    std::vector<std::string> alts;
+    // Integers.
+    const int64_t ia = lo_exclusive ? fl(lo) + 1 : ce(lo), ib = hi_exclusive ? ce(hi) - 1 : fl(hi);
+    if (ia <= ib) alts.push_back(integer_range_expr(ia, ib));
+    // x.f (x >= 0) lies in (x, x + 1): needs x >= lo and x + 1 <= hi.
+    const int64_t pa = std::max<int64_t>(0, ce(lo)), pb = fl(hi) - 1;
+    if (pa <= pb) alts.push_back(nonneg_range(pa, pb) + " " + kFrac);
+    // -x.f (x >= 1) lies in (-x - 1, -x): needs -x - 1 >= lo and -x <= hi.
+    const int64_t na = std::max<int64_t>(1, ce(-hi)), nb = fl(-lo) - 1;
+    if (na <= nb) alts.push_back("\"-\" " + nonneg_range(na, nb) + " " + kFrac);
     // -0.f lies in (-1, 0).
     if (lo <= -1 && hi >= 0) alts.push_back(std::string("\"-0\" ") + kFrac);
     return join_alts(alts);

@@ -88,6 +88,10 @@ TEST(JsonSchema, NumberRanges) {
         EXPECT_TRUE(testing_util::matches(g, ok)) << ok;
     for (const char* bad : {"-2.5", "1.5", "2", "-3", "1.0"})
         EXPECT_FALSE(testing_util::matches(g, bad)) << bad;
+    g = compile_schema(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})");
+    ASSERT_TRUE(g) << testing_util::last_error();
+    for (const char* ok : {"0.5", "0.000001", "0.999999"}) EXPECT_TRUE(testing_util::matches(g, ok)) << ok;
+    for (const char* bad : {"0", "1", "-0.5", "1.5"}) EXPECT_FALSE(testing_util::matches(g, bad)) << bad;
 }
 
 TEST(JsonSchema, JsonObjectModeAndErrors) {
@@ -107,6 +111,8 @@ TEST(JsonSchema, JsonObjectModeAndErrors) {
               std::string::npos);
     EXPECT_NE(err(R"({"type":"integer","minimum":5,"maximum":2})").find("no integer"), std::string::npos);
     EXPECT_NE(err(R"({"type":"strin"})").find("unknown type 'strin'"), std::string::npos);
+    EXPECT_NE(err(R"({"type":"object","required":["b"],"additionalProperties":false})").find("no instance"),
+              std::string::npos);
 }
 
 } // namespace
