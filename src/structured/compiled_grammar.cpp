@@ -110,7 +110,9 @@ void CompiledGrammar::compute_mask(int32_t state, std::span<uint32_t> mask) {
     if (!states_[state].frames.empty()) {
         for (int32_t i = 0; i < n;) {
             const int32_t d = t.depth[i];
-            const int32_t s = step(walk_states_[d - 1], t.byte[i]);
+            const int32_t from = walk_states_[d - 1];
+            int32_t s = trans_[static_cast<std::size_t>(from) * 256 + t.byte[i]];
+            if (s == kUnknown) s = step(from, t.byte[i]);
             if (s == kDead) {
                 i = t.skip[i];
                 continue;

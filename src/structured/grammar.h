@@ -76,7 +76,7 @@ struct Grammar {
 
 // Limits that keep a hostile grammar from exhausting memory: repetition bounds and total NFA size.
 constexpr int32_t kMaxRepeat = 10000;
-constexpr std::size_t kMaxNodes = 4'000'000;
+constexpr std::size_t kMaxNodes = 1'000'000;
 
 core::Result<Grammar> compile_grammar(const GrammarAst& ast);
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "structured/compiled_grammar.h"
 #include "structured/matcher.h"
 #include "toy_vocab.h"
@@ -73,6 +75,33 @@ TEST(Gbnf, MaskFollowsTheGrammarAndEndTokens) {
     EXPECT_EQ(testing_util::allowed(m), (std::vector<std::string>{"a", "ab", "abc"}));
     // The special token is never allowed.
     EXPECT_FALSE(m.accept_token(testing_util::id_of(*vocab, "<s>")));
+}
+
+} // namespace
+} // namespace deepinfer::structured
+
+namespace deepinfer::structured {
+namespace {
+
+// Malformed grammars of every shape fail cleanly (no crash, a message); the ones that parse compile or
+// are refused with a reason.
+TEST(Gbnf, RandomTextNeverCrashes) {
+    std::mt19937 rng(99);
+    const std::vector<std::string> pieces = {"root", " ::= ", "a",  "b",     "\"x\"", "\"", "[a-z]", "[^",
+                                             "]",    "(",     ")",  "|",     "*",     "+",  "?",     "{2}",
+                                             "{1,",  "}",     "\n", "# c\n", "\\",    "."};
+    for (int iter = 0; iter < 3000; ++iter) {
+        std::string text;
+        const int n = 1 + static_cast<int>(rng() % 12);
+        for (int i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
+        auto ast = parse_gbnf(text);
+        if (!ast.ok()) {
+            EXPECT_FALSE(ast.status().message().empty());
+            continue;
+        }
+        auto g = compile_grammar(*ast);
+        if (!g.ok()) EXPECT_FALSE(g.status().message().empty());
+    }
 }
 
 } // namespace

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <regex>
+
 #include "toy_vocab.h"
 
 namespace deepinfer::structured {
@@ -71,6 +74,45 @@ TEST(Regex, UnsupportedFeaturesAreNamed) {
         ASSERT_FALSE(g.ok()) << re;
         EXPECT_NE(g.status().message().find(what), std::string::npos) << g.status().message();
     }
+}
+
+} // namespace
+} // namespace deepinfer::structured
+
+namespace deepinfer::structured {
+namespace {
+
+// Random small patterns against std::regex (ECMAScript) as the oracle: whenever both accept a pattern,
+// they agree on every short string over the alphabet; and every pattern we accept compiles to valid GBNF.
+TEST(Regex, AgreesWithStdRegexOnRandomPatterns) {
+    std::mt19937 rng(1234);
+    const std::string meta = "ab()[]|*+?.-^{}0123,\\d";
+    const std::string alphabet = "ab01-";
+    int compared = 0;
+    for (int iter = 0; iter < 3000; ++iter) {
+        std::string p;
+        const int len = 1 + static_cast<int>(rng() % 10);
+        for (int i = 0; i < len; ++i) p += meta[rng() % meta.size()];
+        auto ours = regex_to_gbnf(p);
+        if (!ours.ok()) continue;
+        auto g = testing_util::compile(*ours);
+        ASSERT_TRUE(g) << "/" << p << "/ gave invalid GBNF: " << testing_util::last_error() << "\n" << *ours;
+        std::regex oracle;
+        try {
+            oracle = std::regex(p, std::regex::ECMAScript);
+        } catch (const std::regex_error&) {
+            continue;
+        }
+        ++compared;
+        for (int k = 0; k < 40; ++k) {
+            std::string s;
+            const int n = static_cast<int>(rng() % 6);
+            for (int i = 0; i < n; ++i) s += alphabet[rng() % alphabet.size()];
+            EXPECT_EQ(testing_util::matches(g, s), std::regex_match(s, oracle))
+                << "/" << p << "/ on '" << s << "'";
+        }
+    }
+    EXPECT_GT(compared, 300);
 }
 
 } // namespace
