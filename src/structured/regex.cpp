@@ -79,6 +79,14 @@ private:
     // A set of code points as a GBNF expression (JSON-escaped in json_string mode).
     std::string class_expr(const CodepointRanges& ranges) const {
         CodepointRanges set = normalize_ranges(ranges);
+        if (opt_.no_angle) {
+            CodepointRanges cut;
+            for (auto [lo, hi] : set) {
+                if (lo < '<') cut.emplace_back(lo, std::min<uint32_t>(hi, '<' - 1));
+                if (hi > '<') cut.emplace_back(std::max<uint32_t>(lo, '<' + 1), hi);
+            }
+            set = cut;
+        }
         std::vector<std::string> alts;
         if (opt_.json_string) {
             CodepointRanges plain, special;
@@ -114,7 +122,8 @@ private:
         return out + ")";
     }
 
-    std::string literal_expr(uint32_t cp) const {
+    core::Result<std::string> literal_expr(uint32_t cp) const {
+        if (opt_.no_angle && cp == '<') return error("'<' cannot appear in a raw DSML parameter value");
         if (opt_.json_string) return gbnf_literal(json_escape_codepoint(cp));
         std::string b;
         append_utf8(cp, b);
@@ -330,7 +339,8 @@ private:
             uint32_t cp = 0;
             bool is_class = false;
             DI_RETURN_IF_ERROR(parse_escape(&set, &cp, &is_class));
-            return is_class ? class_expr(set) : literal_expr(cp);
+            if (is_class) return class_expr(set);
+            return literal_expr(cp);
         }
         if (c == '*' || c == '+' || c == '?') return error("nothing to repeat");
         DI_ASSIGN_OR_RETURN(uint32_t cp, next_codepoint());

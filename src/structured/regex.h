@@ -20,6 +20,7 @@ namespace deepinfer::structured {
 struct RegexOptions {
     bool search = false;
     bool json_string = false;
+    bool no_angle = false; // '<' never matched (a raw DSML parameter value); a literal '<' is an error
 };
 
 core::Result<std::string> regex_to_gbnf_expr(std::string_view pattern, RegexOptions options = {});

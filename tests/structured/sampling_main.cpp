@@ -1,11 +1,14 @@
 // Sampling under the mask over the real DeepSeek V4 vocabulary, for every fixture grammar:
 // tests/structured/data/schemas/*.json (JSON Schema), data/regex.txt (one regex a line) and
-// data/gbnf/*.gbnf. For each, 3 seeds; every step draws a token from random logits at temperature 1 under
-// the mask until the end token. With i.i.d. random logits the sampled token is uniform over the allowed
-// ones (by symmetry), so the draw picks uniformly among them -- the same distribution without the cost of
-// 129k random numbers a step. Each output must be accepted again byte by byte by a fresh matcher; JSON
-// outputs must parse. The outputs go to a JSONL file that validate_samples.py checks with independent
-// validators (the jsonschema package, Python's re.fullmatch, a checker named in each GBNF fixture).
+// data/gbnf/*.gbnf, and data/tools/*.json (tool sets: DSML tool calls whose arguments follow the tools'
+// schemas; `only` = named tool_choice, `max_calls` = 1 for parallel_tool_calls false). For each, 3 seeds;
+// every step draws a token from random logits at temperature 1 under the mask until the end token. With
+// i.i.d. random logits the sampled token is uniform over the allowed ones (by symmetry), so the draw picks
+// uniformly among them -- the same distribution without the cost of 129k random numbers a step. Each output
+// must be accepted again byte by byte by a fresh matcher; JSON outputs must parse; tool-call outputs must
+// parse with the DSML parser into complete calls. The outputs go to a JSONL file that validate_samples.py
+// checks with independent validators (the jsonschema package, Python's re.fullmatch, a checker named in each
+// GBNF fixture).
 //
 //   structured_sampling OUT.jsonl [--seeds N] [--max-tokens N] [name filter]
 
@@ -23,10 +26,12 @@
 
 #include "real_vocab.h"
 #include "structured/compiled_grammar.h"
+#include "structured/dsml_tools.h"
 #include "structured/gbnf.h"
 #include "structured/json_schema.h"
 #include "structured/matcher.h"
 #include "structured/regex.h"
+#include "tokenizer/dsml_parser.h"
 
 namespace fs = std::filesystem;
 using namespace deepinfer;
@@ -53,7 +58,7 @@ int main(int argc, char** argv) {
                      "usage: structured_sampling OUT.jsonl [--seeds N] [--max-tokens N] [name filter]\n");
         return 2;
     }
-    int seeds = 3, max_tokens = 20000;
+    int seeds = 3, max_tokens = 60000;
     std::string filter;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
@@ -93,6 +98,26 @@ int main(int argc, char** argv) {
             continue;
         }
         fixtures.push_back({schema ? "schema" : "gbnf", p.filename().string(), text, *g});
+    }
+    std::vector<fs::path> tool_files;
+    for (const auto& e : fs::directory_iterator(data / "tools")) tool_files.push_back(e.path());
+    std::sort(tool_files.begin(), tool_files.end());
+    for (const fs::path& p : tool_files) {
+        const std::string text = read(p);
+        const nlohmann::ordered_json spec = nlohmann::ordered_json::parse(text, nullptr, false);
+        if (spec.is_discarded() || !spec.contains("tools")) {
+            fail(p.filename().string(), "bad tool set fixture");
+            continue;
+        }
+        DsmlToolsOptions opt;
+        if (spec.contains("only")) opt.only = spec["only"].get<std::vector<std::string>>();
+        if (spec.contains("max_calls")) opt.max_calls = spec["max_calls"].get<int32_t>();
+        auto g = dsml_tool_calls_gbnf(spec["tools"].dump(), opt);
+        if (!g.ok()) {
+            fail(p.filename().string(), g.status().message());
+            continue;
+        }
+        fixtures.push_back({"tools", p.filename().string(), text, *g});
     }
     {
         std::istringstream lines(read(data / "regex.txt"));
@@ -178,6 +203,22 @@ int main(int argc, char** argv) {
                 fail(f.name, "output is not JSON: " + text);
             nlohmann::json rec = {{"kind", f.kind},     {"name", f.name}, {"seed", seed},
                                   {"source", f.source}, {"output", text}, {"finished", finished}};
+            if (finished && f.kind == "tools") {
+                // What the server would return: the DSML parser's calls.
+                tokenizer::DsmlStreamParser parser({.thinking = false});
+                parser.feed(text);
+                parser.finish(tokenizer::FinishReason::kStop);
+                const auto& msg = parser.message();
+                if (msg.tool_calls.empty() || msg.finish_reason != "tool_calls" || !msg.content.empty())
+                    fail(f.name, "not parsed as tool calls only: " + text);
+                nlohmann::json calls = nlohmann::json::array();
+                for (const auto& c : msg.tool_calls) {
+                    if (!c.complete || !nlohmann::json::accept(c.arguments))
+                        fail(f.name, "incomplete call or arguments not JSON: " + c.arguments);
+                    calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
+                }
+                rec["calls"] = calls;
+            }
             out << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         }
         const auto st = compiled->stats();
