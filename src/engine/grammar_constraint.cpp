@@ -8,7 +8,8 @@ namespace deepinfer::engine {
 
 core::Result<std::shared_ptr<const LogitsConstraint>>
 make_grammar_constraint(GrammarKind kind, std::string_view source,
-                        std::shared_ptr<const structured::TokenVocabulary> vocab) {
+                        std::shared_ptr<const structured::TokenVocabulary> vocab,
+                        const structured::DsmlToolsOptions& tools) {
     std::string gbnf;
     switch (kind) {
     case GrammarKind::kGbnf:
@@ -25,6 +26,10 @@ make_grammar_constraint(GrammarKind kind, std::string_view source,
     case GrammarKind::kJsonObject:
         gbnf = structured::json_object_gbnf();
         break;
+    case GrammarKind::kDsmlTools: {
+        DI_ASSIGN_OR_RETURN(gbnf, structured::dsml_tool_calls_gbnf(source, tools));
+        break;
+    }
     }
     DI_ASSIGN_OR_RETURN(structured::GrammarAst ast, structured::parse_gbnf(gbnf));
     DI_ASSIGN_OR_RETURN(structured::Grammar grammar, structured::compile_grammar(ast));

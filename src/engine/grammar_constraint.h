@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "engine/logits_constraint.h"
+#include "structured/dsml_tools.h"
 #include "structured/matcher.h"
 
 namespace deepinfer::engine {
@@ -35,11 +36,13 @@ private:
     structured::GrammarMatcher matcher_;
 };
 
-enum class GrammarKind { kGbnf, kRegex, kJsonSchema, kJsonObject };
+enum class GrammarKind { kGbnf, kRegex, kJsonSchema, kJsonObject, kDsmlTools };
 
-// Compiles `source` (ignored for kJsonObject) for the vocabulary; errors name what is wrong in it.
+// Compiles `source` (ignored for kJsonObject; the OpenAI `tools` array for kDsmlTools, with `tools`
+// options: named tool, max calls) for the vocabulary; errors name what is wrong in it.
 core::Result<std::shared_ptr<const LogitsConstraint>>
 make_grammar_constraint(GrammarKind kind, std::string_view source,
-                        std::shared_ptr<const structured::TokenVocabulary> vocab);
+                        std::shared_ptr<const structured::TokenVocabulary> vocab,
+                        const structured::DsmlToolsOptions& tools = {});
 
 } // namespace deepinfer::engine
