@@ -89,10 +89,7 @@ public:
     }
 
     void rule(const std::string& name, std::string body) {
-        if (!rules_.count(name)) {
-            order_.push_back(name);
-            rules_[name] = std::move(body);
-        }
+        if (!rules_.count(name)) rules_[name] = std::move(body);
     }
 
     void add_common() {
@@ -413,7 +410,6 @@ public:
         if (min_items && max_items && *min_items > *max_items) return error(where, "minItems > maxItems");
         const std::string name = fresh(where + "-array");
         rules_[name] = ""; // reserve (recursion through $ref)
-        order_.push_back(name);
         std::vector<std::string> prefix;
         if (s.contains("prefixItems")) {
             const Json& p = s["prefixItems"];
@@ -468,7 +464,6 @@ public:
     core::Result<std::string> visit_object(const Json& s, const std::string& where) {
         const std::string name = fresh(where + "-object");
         rules_[name] = "";
-        order_.push_back(name);
         std::vector<std::pair<std::string, std::string>> props; // (key literal, value expr)
         std::vector<bool> required;
         std::vector<std::string> req_names;
@@ -561,7 +556,6 @@ public:
     const Json* root_;
     JsonSchemaOptions opt_;
     std::map<std::string, std::string> rules_;
-    std::vector<std::string> order_;
     std::map<std::string, std::string> refs_;
     int counter_ = 0;
     int depth_ = 0;
