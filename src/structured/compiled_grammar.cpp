@@ -31,7 +31,10 @@ int32_t CompiledGrammar::intern_frame(int32_t node, int32_t parent) {
 }
 
 int32_t CompiledGrammar::closure(std::vector<int32_t>& seeds) {
-    ++epoch_;
+    if (++epoch_ == 0) { // wrapped: old marks could collide
+        std::fill(mark_.begin(), mark_.end(), 0u);
+        epoch_ = 1;
+    }
     std::vector<int32_t> result;
     bool accepting = false;
     work_.assign(seeds.begin(), seeds.end());
