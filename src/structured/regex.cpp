@@ -32,11 +32,24 @@ std::string hex_escape(uint32_t cp) {
     return buf;
 }
 
-const CodepointRanges kDigit = {{'0', '9'}};
-const CodepointRanges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-const CodepointRanges kSpace = {{0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680},
-                                {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F},
-                                {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+// \d \w \s differ between ECMAScript (what JSON Schema names) and Python's re (what the `jsonschema`
+// package, like most validators, runs): Python's are Unicode-aware, ECMAScript's \s has U+FEFF. So a class
+// escape generates only what both agree on: the "small" set (in both dialects' class) for \d \w \s, and
+// the complement of the "big" set (in either dialect's class) for \D \W \S. Inside a negated class the
+// roles swap. "Big" \d and \w include every non-ASCII code point (a superset of Unicode digits and
+// letters), so \D and \W generate ASCII only.
+const CodepointRanges kDigitSmall = {{'0', '9'}};
+const CodepointRanges kDigitBig = {{'0', '9'}, {0x80, kMaxCodepoint}};
+const CodepointRanges kWordSmall = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+const CodepointRanges kWordBig = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}, {0x80, kMaxCodepoint}};
+// ECMAScript's \s without U+FEFF (Python's str.isspace() lacks it).
+const CodepointRanges kSpaceSmall = {{0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},
+                                     {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029},
+                                     {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
+// ... plus U+FEFF (ECMAScript) and U+001C-U+001F, U+0085 (Python).
+const CodepointRanges kSpaceBig = {{0x09, 0x0D},     {0x1C, 0x20},     {0x85, 0x85},     {0xA0, 0xA0},
+                                   {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F},
+                                   {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 const CodepointRanges kDot = complement_ranges({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
 
 class RegexParser {
@@ -153,28 +166,29 @@ private:
     }
 
     // After a backslash: a class escape (sets *cls) or one code point.
-    core::Status parse_escape(CodepointRanges* cls, uint32_t* cp, bool* is_class) {
+    // `big`: the escape sits in a negated class, so it must cover what either dialect would match.
+    core::Status parse_escape(CodepointRanges* cls, uint32_t* cp, bool* is_class, bool big = false) {
         if (pos_ >= s_.size()) return error("pattern ends with '\\'");
         const char e = s_[pos_++];
         *is_class = true;
         switch (e) {
         case 'd':
-            *cls = kDigit;
+            *cls = big ? kDigitBig : kDigitSmall;
             return {};
         case 'D':
-            *cls = complement_ranges(kDigit);
+            *cls = complement_ranges(big ? kDigitSmall : kDigitBig);
             return {};
         case 'w':
-            *cls = kWord;
+            *cls = big ? kWordBig : kWordSmall;
             return {};
         case 'W':
-            *cls = complement_ranges(kWord);
+            *cls = complement_ranges(big ? kWordSmall : kWordBig);
             return {};
         case 's':
-            *cls = kSpace;
+            *cls = big ? kSpaceBig : kSpaceSmall;
             return {};
         case 'S':
-            *cls = complement_ranges(kSpace);
+            *cls = complement_ranges(big ? kSpaceSmall : kSpaceBig);
             return {};
         default:
             break;
@@ -263,7 +277,7 @@ private:
                     ++pos_;
                     lo = 8;
                 } else {
-                    DI_RETURN_IF_ERROR(parse_escape(&sub, &lo, &is_class));
+                    DI_RETURN_IF_ERROR(parse_escape(&sub, &lo, &is_class, /*big=*/negate));
                 }
             } else {
                 DI_ASSIGN_OR_RETURN(lo, next_codepoint());

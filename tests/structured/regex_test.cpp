@@ -36,6 +36,10 @@ TEST(Regex, FullMatchOfTheCommonSubset) {
         {"\\u00e9\\x41\\.\\/\\[", {"éA./["}, {"eA./["}},
         {"a{2,}b{,3}", {"aab{,3}", "aaaab{,3}"}, {"ab{,3}", "aab"}}, // {,3} is literal in ECMAScript
         {"^$", {""}, {"a"}},
+        // Only what ECMAScript and Python's re agree on: no U+FEFF for \s, ASCII for \W and \D.
+        {"a\\sb", {"a b", "a\u3000b"}, {"a\uFEFFb", "ab"}},
+        {"\\W\\D", {"-x", "!?"}, {"é!", "-٣"}},
+        {"[^\\s]", {"x", "é"}, {"\uFEFF", "\u0085"}},
     };
     for (const Case& c : cases) {
         auto g = compile_regex(c.re);
