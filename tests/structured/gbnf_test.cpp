@@ -100,7 +100,9 @@ TEST(Gbnf, RandomTextNeverCrashes) {
             continue;
         }
         auto g = compile_grammar(*ast);
-        if (!g.ok()) EXPECT_FALSE(g.status().message().empty());
+        if (!g.ok()) {
+            EXPECT_FALSE(g.status().message().empty());
+        }
     }
 }
 
