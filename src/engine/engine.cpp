@@ -63,6 +63,7 @@ core::Status LLMEngine::Impl::add_request(Request request) {
         seq->sample_index = i;
         seq->tokens = r->request.prompt_ids;
         seq->prompt_len = static_cast<int32_t>(prompt_len);
+        if (r->request.params.constraint) seq->constraint = r->request.params.constraint->clone();
         r->seqs.push_back(std::move(seq));
     }
     r->children_started = r->seqs.size() == 1;
@@ -85,6 +86,7 @@ void LLMEngine::Impl::append_token(Sequence* seq, const SampleResult& s) {
     const SamplingParams& p = r->request.params;
     const bool stops_allowed = seq->num_output() >= p.min_tokens;
     seq->tokens.push_back(s.token);
+    if (seq->constraint) seq->constraint->accept(s.token);
     if (s.logprob) r->pending_logprobs[seq->sample_index].push_back(*s.logprob);
     mark_changed(r);
     if (stops_allowed && !p.ignore_eos && s.token == model_->eos_token_id()) {
@@ -101,6 +103,7 @@ void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int6
     RequestState* r = seq->request;
     SampleInput in;
     in.logits = row;
+    if (seq->constraint) in.logits = apply_logits_constraint(*seq->constraint, row, constrained_row_, mask_);
     in.params = &r->request.params;
     in.prompt = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
     in.output = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);

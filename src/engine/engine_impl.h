@@ -48,6 +48,8 @@ public:
     StepMetrics metrics_;
     EngineCounters counters_;
     std::vector<float> logits_;
+    std::vector<float> constrained_row_; // a constrained sequence's masked logits row
+    std::vector<uint32_t> mask_;
 
 private:
     void mark_changed(RequestState* r) {

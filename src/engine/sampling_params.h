@@ -3,11 +3,13 @@
 // validate() names the offending field so the message can go straight back to the client.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "engine/logits_constraint.h"
 
 namespace deepinfer::engine {
 
@@ -28,6 +30,8 @@ struct SamplingParams {
     bool ignore_eos = false;
     std::optional<int32_t> logprobs;        // per output token: the sampled token's logprob + this many top
     std::optional<int32_t> prompt_logprobs; // per prompt token (first is empty), with this many top
+    // Structured output: a prototype each sequence clones (logits_constraint.h); null = unconstrained.
+    std::shared_ptr<const LogitsConstraint> constraint;
 
     bool greedy() const { return temperature < 1e-5f; }
     // Checks ranges; vocab_size bounds logit_bias and stop ids; max_logprobs bounds logprobs fields.

@@ -3,9 +3,11 @@
 // blocks and slot. A request with n > 1 owns n sequences. Internal to the engine.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "engine/logits_constraint.h"
 #include "engine/request.h"
 
 namespace deepinfer::engine {
@@ -40,6 +42,7 @@ struct Sequence {
     int32_t num_preemptions = 0;
     int32_t num_emitted = 0; // output tokens already returned to the caller
     bool finish_reported = false;
+    std::unique_ptr<LogitsConstraint> constraint; // this sequence's structured-output state, if any
 
     int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
     int32_t num_output() const { return num_tokens() - prompt_len; }

@@ -20,6 +20,9 @@ constexpr Spellings kInvokeEnd = {"</｜DSML｜invoke>", "</|DSML|invoke>"};
 constexpr Spellings kParamStart = {"<｜DSML｜parameter name=\"", "<|DSML|parameter name=\""};
 constexpr Spellings kParamEnd = {"</｜DSML｜parameter>", "</|DSML|parameter>"};
 
+// A bare invoke name longer than this (or spanning lines) is prose, not a tool name.
+constexpr std::size_t kMaxBareName = 256;
+
 bool is_space(char c) {
     return c == ' ' || c == '\n' || c == '\t' || c == '\r';
 }
@@ -53,6 +56,16 @@ std::string json_escape(std::string_view s) {
     return out;
 }
 
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    return s;
+}
+
+bool is_json_object(std::string_view s) {
+    return !s.empty() && s.front() == '{' && Json::accept(s);
+}
+
 } // namespace
 
 DsmlStreamParser::DsmlStreamParser(Options options)
@@ -84,14 +97,56 @@ void DsmlStreamParser::emit_text(std::vector<ParseEvent>& ev, std::string_view s
 
 void DsmlStreamParser::emit_args(std::vector<ParseEvent>& ev, std::string_view s) {
     if (s.empty()) return;
+    if (holding_) {
+        held_.append(s);
+        return;
+    }
     msg_.tool_calls[call_index_].arguments.append(s);
     ev.push_back({ParseEventKind::kToolCallArgsDelta, std::string(s), call_index_});
 }
 
 void DsmlStreamParser::close_call(std::vector<ParseEvent>& ev) {
-    emit_args(ev, params_ == 0 ? "{}" : "}");
+    if (holding_ && wrapper_ && params_ == 1 && is_json_object(trim(held_raw_))) {
+        // {"arguments": {...}} with nothing else: the inner object is the arguments.
+        holding_ = wrapper_ = false;
+        held_.clear();
+        emit_args(ev, trim(held_raw_));
+    } else {
+        flush_held(ev);
+        emit_args(ev, params_ == 0 ? "{}" : "}");
+    }
     msg_.tool_calls[call_index_].complete = true;
     ev.push_back({ParseEventKind::kToolCallEnd, "", call_index_});
+}
+
+void DsmlStreamParser::flush_held(std::vector<ParseEvent>& ev) {
+    if (!holding_) return;
+    holding_ = wrapper_ = false;
+    std::string h = std::move(held_);
+    held_.clear();
+    emit_args(ev, h);
+}
+
+void DsmlStreamParser::begin_call(std::vector<ParseEvent>& ev) {
+    call_index_ = static_cast<int>(msg_.tool_calls.size());
+    msg_.tool_calls.push_back({pending_name_, "", false});
+    ev.push_back({ParseEventKind::kToolCallBegin, pending_name_, call_index_});
+    call_pending_ = invoke_from_text_ = false;
+    raw_.clear();
+}
+
+// The bare header was quoted prose: everything consumed since it is text again.
+void DsmlStreamParser::invoke_was_prose(std::vector<ParseEvent>& ev) {
+    state_ = text_state_;
+    call_pending_ = invoke_from_text_ = false;
+    std::string text = std::move(raw_);
+    raw_.clear();
+    emit_text(ev, text);
+}
+
+void DsmlStreamParser::consume(std::size_t n) {
+    if (call_pending_ && invoke_from_text_) raw_.append(buf_, 0, n);
+    buf_.erase(0, n);
 }
 
 // Reasoning or answer text: emit up to the first marker, holding back what could still become one.
@@ -125,11 +180,27 @@ bool DsmlStreamParser::step_text(std::vector<ParseEvent>& ev, bool final) {
         buf_.erase(0, buf_.size() - hold);
         return false;
     }
+    std::size_t unused = 0;
+    if (f.which == 3 && !final &&
+        starts_with(std::string_view(buf_).substr(f.pos), kInvokeStart, &unused) == Starts::kMaybe) {
+        // Maybe the start of a bare invoke (which is treated differently): wait for more text.
+        std::string_view before = std::string_view(buf_).substr(0, f.pos);
+        while (!before.empty() && before.back() == '\n') before.remove_suffix(1);
+        emit_text(ev, before);
+        buf_.erase(0, before.size());
+        return false;
+    }
     std::string_view before = std::string_view(buf_).substr(0, f.pos);
     const bool absorbed_think_end = f.which == 0 && state_ == State::kContent;
     if (!absorbed_think_end)
         while (!before.empty() && before.back() == '\n') before.remove_suffix(1);
     emit_text(ev, before);
+    if (f.which == 2) {
+        // A bare invoke: unconfirmed until a parameter, a JSON body or its end follows.
+        call_pending_ = invoke_from_text_ = true;
+        text_state_ = state_;
+        raw_ = buf_.substr(before.size(), f.pos + f.len - before.size());
+    }
     buf_.erase(0, f.which == 3 ? f.pos : f.pos + f.len);
     if (f.which == 0) {
         if (state_ == State::kReasoning) {
@@ -140,6 +211,7 @@ bool DsmlStreamParser::step_text(std::vector<ParseEvent>& ev, bool final) {
     } else {
         state_ = f.which == 2 ? State::kInvokeName : State::kToolBlock;
         pending_name_.clear();
+        params_ = 0;
     }
     return true;
 }
@@ -157,13 +229,23 @@ bool DsmlStreamParser::step(std::vector<ParseEvent>& ev, bool final) {
     case State::kInvokeBody: {
         std::size_t i = 0;
         while (i < buf_.size() && is_space(buf_[i])) ++i;
-        buf_.erase(0, i);
+        consume(i);
         if (buf_.empty()) return false;
         bool maybe = false;
         if (state_ == State::kInvokeBody) {
             switch (starts_with(buf_, kParamStart, &len)) {
             case Starts::kYes:
-                buf_.erase(0, len);
+                if (call_pending_) begin_call(ev);
+                consume(len);
+                flush_held(ev);
+                if (params_ == 0) {
+                    // Held until the name shows whether this is an {"arguments": …} wrapper.
+                    holding_ = true;
+                    wrapper_ = false;
+                    held_.clear();
+                    held_raw_.clear();
+                }
+                param_name_.clear();
                 emit_args(ev, params_ == 0 ? "{\"" : ", \"");
                 state_ = State::kParamName;
                 return true;
@@ -175,7 +257,8 @@ bool DsmlStreamParser::step(std::vector<ParseEvent>& ev, bool final) {
             }
             switch (starts_with(buf_, kInvokeEnd, &len)) {
             case Starts::kYes:
-                buf_.erase(0, len);
+                if (call_pending_) begin_call(ev);
+                consume(len);
                 close_call(ev);
                 state_ = State::kToolBlock;
                 return true;
@@ -185,10 +268,15 @@ bool DsmlStreamParser::step(std::vector<ParseEvent>& ev, bool final) {
             case Starts::kNo:
                 break;
             }
+            if (params_ == 0 && buf_[0] == '{') {
+                json_body_.clear();
+                state_ = State::kInvokeJson;
+                return true;
+            }
         } else {
             switch (starts_with(buf_, kToolStart, &len)) {
             case Starts::kYes:
-                buf_.erase(0, len);
+                consume(len);
                 return true;
             case Starts::kMaybe:
                 maybe = true;
@@ -198,8 +286,10 @@ bool DsmlStreamParser::step(std::vector<ParseEvent>& ev, bool final) {
             }
             switch (starts_with(buf_, kInvokeStart, &len)) {
             case Starts::kYes:
-                buf_.erase(0, len);
+                consume(len);
                 pending_name_.clear();
+                params_ = 0;
+                call_pending_ = true;
                 state_ = State::kInvokeName;
                 return true;
             case Starts::kMaybe:
@@ -211,7 +301,8 @@ bool DsmlStreamParser::step(std::vector<ParseEvent>& ev, bool final) {
         }
         switch (starts_with(buf_, kToolEnd, &len)) {
         case Starts::kYes:
-            buf_.erase(0, len);
+            if (call_pending_) begin_call(ev);
+            consume(len);
             if (state_ == State::kInvokeBody) close_call(ev);
             state_ = State::kDone;
             return true;
@@ -222,35 +313,78 @@ bool DsmlStreamParser::step(std::vector<ParseEvent>& ev, bool final) {
             break;
         }
         if (maybe && !final) return false;
-        buf_.erase(0, 1); // stray text between DSML elements is ignored
+        if (state_ == State::kInvokeBody && call_pending_ && invoke_from_text_) {
+            invoke_was_prose(ev); // prose after a quoted header
+            return true;
+        }
+        consume(1); // stray text between DSML elements is ignored
         return true;
     }
     case State::kInvokeName: {
         const std::size_t q = buf_.find('"');
+        const std::string_view name_part = std::string_view(buf_).substr(0, q);
+        if (invoke_from_text_ && (name_part.find('\n') != std::string_view::npos ||
+                                  pending_name_.size() + name_part.size() > kMaxBareName)) {
+            invoke_was_prose(ev); // not a tool name: quoted markup in prose
+            return true;
+        }
         if (q == std::string::npos) {
             pending_name_ += buf_;
-            buf_.clear();
+            consume(buf_.size());
             return false;
         }
         const std::size_t gt = buf_.find('>', q);
         if (gt == std::string::npos) return false;
         pending_name_ += buf_.substr(0, q);
-        buf_.erase(0, gt + 1);
-        call_index_ = static_cast<int>(msg_.tool_calls.size());
-        msg_.tool_calls.push_back({pending_name_, "", false});
-        ev.push_back({ParseEventKind::kToolCallBegin, pending_name_, call_index_});
+        consume(gt + 1);
         params_ = 0;
         state_ = State::kInvokeBody;
         return true;
     }
+    case State::kInvokeJson: {
+        std::size_t end = std::string::npos;
+        for (auto m : kInvokeEnd) {
+            const std::size_t p = buf_.find(m);
+            if (p < end) end = p, len = m.size();
+        }
+        if (end == std::string::npos) {
+            std::size_t hold = 0;
+            for (auto m : kInvokeEnd) hold = std::max(hold, partial_suffix(buf_, m));
+            const std::size_t take = buf_.size() - hold;
+            json_body_.append(buf_, 0, take);
+            consume(take);
+            return false;
+        }
+        json_body_.append(buf_, 0, end);
+        consume(end + len);
+        const std::string_view body = trim(json_body_);
+        if (!is_json_object(body) && call_pending_ && invoke_from_text_) {
+            invoke_was_prose(ev);
+            return true;
+        }
+        if (call_pending_) begin_call(ev);
+        emit_args(ev, is_json_object(body) ? body : std::string_view("{}"));
+        msg_.tool_calls[call_index_].complete = true;
+        ev.push_back({ParseEventKind::kToolCallEnd, "", call_index_});
+        state_ = State::kToolBlock;
+        return true;
+    }
     case State::kParamName: {
         const std::size_t q = buf_.find('"');
-        emit_args(ev, json_escape(std::string_view(buf_).substr(0, std::min(q, buf_.size()))));
+        const std::string_view piece = std::string_view(buf_).substr(0, std::min(q, buf_.size()));
+        param_name_.append(piece);
+        emit_args(ev, json_escape(piece));
         if (q == std::string::npos) {
             buf_.clear();
             return false;
         }
         buf_.erase(0, q + 1);
+        if (holding_ && !wrapper_) {
+            if (param_name_ == "arguments")
+                wrapper_ = true;
+            else
+                flush_held(ev);
+        }
         emit_args(ev, "\": ");
         param_attrs_.clear();
         state_ = State::kParamAttrs;
@@ -283,6 +417,7 @@ bool DsmlStreamParser::step(std::vector<ParseEvent>& ev, bool final) {
             take = buf_.size() - hold;
         }
         const std::string_view v = std::string_view(buf_).substr(0, take);
+        if (wrapper_) held_raw_.append(v);
         emit_args(ev, param_is_string_ ? json_escape(v) : std::string(v));
         if (end == std::string::npos) {
             buf_.erase(0, take);
@@ -303,6 +438,11 @@ std::vector<ParseEvent> DsmlStreamParser::finish(FinishReason reason) {
     if (finished_) return ev;
     finished_ = true;
     const bool stop = reason == FinishReason::kStop;
+    if (call_pending_ && invoke_from_text_) {
+        // An unconfirmed bare header at the end of the output was quoted in prose.
+        consume(buf_.size());
+        invoke_was_prose(ev);
+    }
     if (state_ == State::kReasoning || state_ == State::kContent) {
         if (!stop && opt_.parse_tool_calls) {
             // A length cut may end inside a DSML marker: the half-written marker is not text, nor are
@@ -320,8 +460,15 @@ std::vector<ParseEvent> DsmlStreamParser::finish(FinishReason reason) {
     } else if (state_ == State::kParamValue) {
         // Output ended inside a value: what was held back (a possible closing marker) is value text. The
         // call stays incomplete, its arguments partial, as in the reference.
+        if (wrapper_) held_raw_.append(buf_);
         emit_args(ev, param_is_string_ ? json_escape(buf_) : buf_);
+    } else if (call_pending_ && state_ == State::kInvokeBody) {
+        begin_call(ev); // a header in a tool block, cut before its body: the call, no arguments yet
+    } else if (state_ == State::kInvokeJson) {
+        if (call_pending_) begin_call(ev);
+        emit_args(ev, json_body_ + buf_); // partial, as a cut value is
     }
+    flush_held(ev);
     buf_.clear();
     if (opt_.thinking && stop && !saw_think_end_ && msg_.tool_calls.empty() && state_ == State::kReasoning) {
         // No </think> and a normal stop: the model answered without thinking; keep the answer.

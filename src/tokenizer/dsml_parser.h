@@ -16,7 +16,16 @@
 // length cut leaving partial arguments. Beyond the reference, on purpose:
 //   - ASCII "|DSML|" is accepted as well as fullwidth "｜DSML｜";
 //   - when thinking mode never sees </think> and the model stopped normally, the text is the answer, not
-//     reasoning (a kReasoningWasContent event says so; finish() reports it as content).
+//     reasoning (a kReasoningWasContent event says so; finish() reports it as content);
+//   - a bare `<｜DSML｜invoke name="…">` met in text is a call only once it is confirmed by a parameter,
+//     a JSON body or `</｜DSML｜invoke>`; prose after the header (someone quoting the markup) turns the
+//     header back into text, so quoted markup never becomes a phantom call (kToolCallBegin waits for the
+//     confirmation);
+//   - an invoke whose body is a JSON object (`<｜DSML｜invoke name="f">{"a": 1}</｜DSML｜invoke>`) keeps it
+//     as the arguments;
+//   - a call whose only parameter is `arguments` holding a JSON object is unwrapped: the object is the
+//     arguments (the model wrapped them in a spurious {"arguments": …}). The first parameter's text is
+//     held back until its name shows it is not such a wrapper.
 // Feed any split of the text (token deltas, single characters): the events' concatenation is the same.
 //
 //   DsmlStreamParser p({.thinking = true});
@@ -86,13 +95,19 @@ private:
         kParamName,  // after `parameter name="`
         kParamAttrs, // after the name's closing quote, up to '>'
         kParamValue,
-        kDone, // after the tool block: the rest is dropped
+        kInvokeJson, // an invoke body that starts with '{': a JSON object up to </invoke>
+        kDone,       // after the tool block: the rest is dropped
     };
     bool step(std::vector<ParseEvent>& ev, bool final);
     bool step_text(std::vector<ParseEvent>& ev, bool final);
     void emit_text(std::vector<ParseEvent>& ev, std::string_view s);
     void emit_args(std::vector<ParseEvent>& ev, std::string_view s);
     void close_call(std::vector<ParseEvent>& ev);
+    void begin_call(std::vector<ParseEvent>& ev);
+    void invoke_was_prose(std::vector<ParseEvent>& ev);
+    void flush_held(std::vector<ParseEvent>& ev);
+    // Consumes n bytes of buf_ (kept in raw_ while a bare invoke is unconfirmed).
+    void consume(std::size_t n);
 
     Options opt_;
     State state_;
@@ -105,7 +120,19 @@ private:
     int params_ = 0;
     bool param_is_string_ = false;
     std::string param_attrs_;
+    std::string param_name_;
     std::string pending_name_;
+    // A header seen but no kToolCallBegin sent yet (see the header comment).
+    bool call_pending_ = false;
+    bool invoke_from_text_ = false; // the header came from reasoning/answer text, not a tool block
+    State text_state_ = State::kContent;
+    std::string raw_; // text consumed since a bare header, given back if it was prose
+    // The first parameter's argument text, held back while it may be an {"arguments": …} wrapper.
+    bool holding_ = false;
+    bool wrapper_ = false;  // the held parameter is named "arguments"
+    std::string held_;      // argument JSON text held back
+    std::string held_raw_;  // the wrapper parameter's raw value
+    std::string json_body_; // kInvokeJson: the body so far
     ParsedMessage msg_;
 };
 

@@ -128,5 +128,94 @@ TEST(DsmlParser, NoThinkEndKeepsTheAnswer) {
     EXPECT_EQ(p.message().reasoning, "");
 }
 
+// Issue 12: prose that quotes an unclosed invoke header is text, not a call with {} arguments.
+TEST(DsmlParser, QuotedUnclosedInvokeIsProse) {
+    const std::string text = "To call a tool, write <｜DSML｜invoke name=\"get_weather\"> and then the "
+                             "parameters.";
+    for (std::size_t n : {0, 1, 7}) {
+        SCOPED_TRACE(n);
+        for (FinishReason fr : {FinishReason::kStop, FinishReason::kLength}) {
+            const Replayed r = run(text, /*thinking=*/false, fr, n);
+            EXPECT_TRUE(r.msg.tool_calls.empty());
+            EXPECT_TRUE(r.names.empty()); // no kToolCallBegin was streamed either
+            EXPECT_EQ(r.msg.content, text);
+            EXPECT_EQ(r.content, text);
+            EXPECT_EQ(r.msg.finish_reason, fr == FinishReason::kStop ? "stop" : "length");
+        }
+    }
+    // The header at the very end of the output, and inside reasoning.
+    const std::string tail = "Example: <｜DSML｜invoke name=\"f\">";
+    Replayed r = run(tail, false, FinishReason::kStop, 1);
+    EXPECT_TRUE(r.msg.tool_calls.empty());
+    EXPECT_EQ(r.msg.content, tail);
+    r = run("I could use <｜DSML｜invoke name=\"f\"> here.</think>No.", true, FinishReason::kStop, 7);
+    EXPECT_TRUE(r.msg.tool_calls.empty());
+    EXPECT_EQ(r.msg.reasoning, "I could use <｜DSML｜invoke name=\"f\"> here.");
+    EXPECT_EQ(r.msg.content, "No.");
+    // A header confirmed by a parameter is still a call.
+    r = run(
+        "<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"false\">1</｜DSML｜parameter>\n"
+        "</｜DSML｜invoke>",
+        false, FinishReason::kStop, 1);
+    ASSERT_EQ(r.msg.tool_calls.size(), 1u);
+    EXPECT_EQ(r.msg.tool_calls[0].arguments, "{\"a\": 1}");
+}
+
+// Issue 12: a call whose only parameter `arguments` holds a JSON object is unwrapped.
+TEST(DsmlParser, ArgumentsWrapperRemoved) {
+    const std::string head = "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n";
+    const std::string tail = "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+    for (std::size_t n : {0, 1, 7}) {
+        SCOPED_TRACE(n);
+        for (const char* attr : {"false", "true"}) {
+            const std::string text = head + "<｜DSML｜parameter name=\"arguments\" string=\"" + attr +
+                                     "\">{\"location\": \"Paris\", \"days\": 2}</｜DSML｜parameter>\n" + tail;
+            const Replayed r = run(text, false, FinishReason::kStop, n);
+            ASSERT_EQ(r.msg.tool_calls.size(), 1u);
+            EXPECT_EQ(r.msg.tool_calls[0].arguments, "{\"location\": \"Paris\", \"days\": 2}");
+            EXPECT_EQ(r.args.at(0), r.msg.tool_calls[0].arguments);
+            EXPECT_EQ(r.msg.finish_reason, "tool_calls");
+        }
+        // Not a wrapper: `arguments` beside another parameter, or holding a non-object, stays as written.
+        Replayed r = run(head +
+                             "<｜DSML｜parameter name=\"arguments\" string=\"false\">{\"x\": 1}"
+                             "</｜DSML｜parameter>\n<｜DSML｜parameter name=\"b\" string=\"false\">2"
+                             "</｜DSML｜parameter>\n" +
+                             tail,
+                         false, FinishReason::kStop, n);
+        ASSERT_EQ(r.msg.tool_calls.size(), 1u);
+        EXPECT_EQ(r.msg.tool_calls[0].arguments, "{\"arguments\": {\"x\": 1}, \"b\": 2}");
+        EXPECT_EQ(r.args.at(0), r.msg.tool_calls[0].arguments);
+        r = run(head + "<｜DSML｜parameter name=\"arguments\" string=\"true\">hello</｜DSML｜parameter>\n" +
+                    tail,
+                false, FinishReason::kStop, n);
+        ASSERT_EQ(r.msg.tool_calls.size(), 1u);
+        EXPECT_EQ(r.msg.tool_calls[0].arguments, "{\"arguments\": \"hello\"}");
+    }
+}
+
+// Issue 12: an invoke whose body is a JSON object keeps it as the arguments.
+TEST(DsmlParser, JsonBodyKept) {
+    for (std::size_t n : {0, 1, 7}) {
+        SCOPED_TRACE(n);
+        Replayed r =
+            run("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n{\"q\": \"a</b>\", \"n\": [1, 2]}\n"
+                "</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+                false, FinishReason::kStop, n);
+        ASSERT_EQ(r.msg.tool_calls.size(), 1u);
+        EXPECT_EQ(r.msg.tool_calls[0].name, "f");
+        EXPECT_EQ(r.msg.tool_calls[0].arguments, "{\"q\": \"a</b>\", \"n\": [1, 2]}");
+        EXPECT_TRUE(r.msg.tool_calls[0].complete);
+        EXPECT_EQ(r.args.at(0), r.msg.tool_calls[0].arguments);
+        // A bare invoke with a JSON body is a call too.
+        r = run("Sure.\n\n<｜DSML｜invoke name=\"g\">{\"a\": 1}</｜DSML｜invoke>", false, FinishReason::kStop,
+                n);
+        ASSERT_EQ(r.msg.tool_calls.size(), 1u);
+        EXPECT_EQ(r.msg.tool_calls[0].arguments, "{\"a\": 1}");
+        EXPECT_EQ(r.msg.content, "Sure.");
+        EXPECT_EQ(r.msg.finish_reason, "tool_calls");
+    }
+}
+
 } // namespace
 } // namespace deepinfer::tokenizer

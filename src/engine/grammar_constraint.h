@@ -1,0 +1,48 @@
+#pragma once
+// LogitsConstraint over a structured::GrammarMatcher: what the server puts in SamplingParams::constraint
+// for response_format / guided_* requests.
+//
+//   auto vocab = std::make_shared<structured::TokenVocabulary>(bytes, special, {eos});   // once
+//   DI_ASSIGN_OR_RETURN(auto c, make_json_schema_constraint(schema_text, vocab));
+//   params.constraint = c;
+
+#include <memory>
+#include <string_view>
+
+#include "core/status.h"
+#include "engine/logits_constraint.h"
+#include "structured/dsml_tools.h"
+#include "structured/matcher.h"
+
+namespace deepinfer::engine {
+
+class GrammarConstraint final : public LogitsConstraint {
+public:
+    explicit GrammarConstraint(std::shared_ptr<structured::CompiledGrammar> grammar)
+        : matcher_(std::move(grammar)) {}
+
+    void fill_mask(std::span<uint32_t> mask) const override { matcher_.fill_mask(mask); }
+    int32_t mask_words() const override { return matcher_.vocab().mask_words(); }
+    bool accept(int32_t token) override { return matcher_.accept_token(token); }
+    bool rollback(int32_t n) override { return matcher_.rollback(n); }
+    bool is_terminated() const override { return matcher_.is_terminated(); }
+    std::unique_ptr<LogitsConstraint> clone() const override {
+        return std::make_unique<GrammarConstraint>(*this);
+    }
+
+    const structured::GrammarMatcher& matcher() const { return matcher_; }
+
+private:
+    structured::GrammarMatcher matcher_;
+};
+
+enum class GrammarKind { kGbnf, kRegex, kJsonSchema, kJsonObject, kDsmlTools };
+
+// Compiles `source` (ignored for kJsonObject; the OpenAI `tools` array for kDsmlTools, with `tools`
+// options: named tool, max calls) for the vocabulary; errors name what is wrong in it.
+core::Result<std::shared_ptr<const LogitsConstraint>>
+make_grammar_constraint(GrammarKind kind, std::string_view source,
+                        std::shared_ptr<const structured::TokenVocabulary> vocab,
+                        const structured::DsmlToolsOptions& tools = {});
+
+} // namespace deepinfer::engine

@@ -1,0 +1,92 @@
+#pragma once
+// A grammar ready to constrain decoding over one vocabulary, shared by every sequence that uses it.
+//
+// Matching is a pushdown automaton over bytes, determinized lazily: a matcher state is the set of live
+// stacks (each stack an interned chain of NFA positions, so a stack is one int), itself interned, so
+// a sequence's whole parse state is one int32 and copying or rolling it back is free. Transitions
+// state x byte -> state are computed on first use and cached in a dense table.
+//
+// The token mask of a state walks the vocabulary's byte trie once, pruning every subtree whose prefix is
+// dead; masks are cached per state (the state is the whole stack, so the cache is exact), which makes the
+// common case -- a state seen before, e.g. the inside of a string -- a 16 KB copy.
+//
+// Thread-safe: the lazy tables sit behind a mutex; matchers on different threads may share a grammar.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "structured/grammar.h"
+#include "structured/vocabulary.h"
+
+namespace deepinfer::structured {
+
+struct CompiledGrammarStats {
+    int64_t states = 0;
+    int64_t frames = 0;
+    int64_t mask_hits = 0;
+    int64_t mask_misses = 0;
+};
+
+class CompiledGrammar {
+public:
+    static constexpr int32_t kDead = -1;
+
+    CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
+
+    const TokenVocabulary& vocab() const { return *vocab_; }
+    int32_t initial_state() const { return initial_; }
+    // The state after `bytes`, or kDead.
+    int32_t advance(int32_t state, std::string_view bytes);
+    // The grammar may end here (end tokens allowed).
+    bool is_accepting(int32_t state);
+    // Some byte may follow.
+    bool can_continue(int32_t state);
+    // mask: [vocab.mask_words()] bits, bit id set = token id allowed.
+    void fill_mask(int32_t state, std::span<uint32_t> mask);
+
+    CompiledGrammarStats stats();
+
+    // Bounds on the lazily built tables; past them the mask cache is dropped (states stay valid).
+    static constexpr std::size_t kMaxCachedMasks = 1024;
+    static constexpr int32_t kMaxStackDepth = 4096;
+
+private:
+    struct Frame {
+        int32_t node;
+        int32_t parent; // frame to return to, -1 = the root rule
+        int32_t depth;
+    };
+    struct State {
+        std::vector<int32_t> frames; // sorted frame ids whose node has byte edges
+        bool accepting = false;
+    };
+
+    int32_t intern_frame(int32_t node, int32_t parent);
+    int32_t closure(std::vector<int32_t>& seeds); // consumes seeds; returns a state or kDead
+    int32_t step(int32_t state, uint8_t byte);    // cached
+    void compute_mask(int32_t state, std::span<uint32_t> mask);
+
+    Grammar g_;
+    std::shared_ptr<const TokenVocabulary> vocab_;
+    std::mutex mu_;
+    std::vector<Frame> frames_;
+    std::unordered_map<uint64_t, int32_t> frame_ids_;
+    std::vector<State> states_;
+    std::unordered_map<std::string, int32_t> state_ids_;
+    std::vector<int32_t> trans_; // [states * 256]; -2 = not computed yet
+    std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
+    std::vector<uint32_t> mark_; // per frame: epoch of the last closure that visited it
+    uint32_t epoch_ = 0;
+    std::vector<int32_t> work_, seeds_;
+    std::vector<int32_t> walk_states_; // per trie depth
+    int32_t initial_ = kDead;
+    CompiledGrammarStats stats_;
+};
+
+} // namespace deepinfer::structured
