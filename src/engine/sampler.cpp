@@ -109,6 +109,108 @@ TokenLogprob Sampler::logprob_of(std::span<const float> logits, int32_t token, i
     return r;
 }
 
+namespace {
+constexpr int32_t kBuckets = 4096;
+constexpr double kMaxBucketSpan = 64.0; // logits further below the max share the last bucket (mass < e^-64)
+
+bool logit_before(double la, int32_t ta, double lb, int32_t tb) {
+    return la != lb ? la > lb : ta < tb;
+}
+} // namespace
+
+void Sampler::gather_bucket(int32_t bucket, bool kept_only) {
+    sorted_.clear();
+    for (Candidate& c : cand_)
+        if (c.bucket == bucket && (!kept_only || c.kept)) sorted_.push_back(&c);
+    std::sort(sorted_.begin(), sorted_.end(), [](const Candidate* a, const Candidate* b) {
+        return logit_before(a->logit, a->token, b->logit, b->token);
+    });
+}
+
+int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p, double u) {
+    const int32_t vocab = static_cast<int32_t>(processed.size());
+    const double inv_t = 1.0 / std::max(p.temperature, 1e-5f);
+    cand_.clear();
+    double max_logit = -std::numeric_limits<double>::infinity();
+    double min_logit = std::numeric_limits<double>::infinity();
+    for (int32_t t = 0; t < vocab; ++t) { // NaN (a broken model) and -inf (masked) never win a draw
+        if (processed[t] == kNegInf || std::isnan(processed[t])) continue;
+        const double v = double(processed[t]) * inv_t;
+        cand_.push_back({t, 0, v, 0.0, true});
+        max_logit = std::max(max_logit, v);
+        min_logit = std::min(min_logit, v);
+    }
+    if (cand_.empty()) return argmax(processed);
+    if (p.top_k > 0 && p.top_k < static_cast<int32_t>(cand_.size())) { // partial selection: O(vocab)
+        std::nth_element(cand_.begin(), cand_.begin() + (p.top_k - 1), cand_.end(),
+                         [](const Candidate& a, const Candidate& b) {
+                             return logit_before(a.logit, a.token, b.logit, b.token);
+                         });
+        cand_.resize(p.top_k);
+        min_logit = max_logit;
+        for (const Candidate& c : cand_) min_logit = std::min(min_logit, c.logit);
+    }
+    // Buckets by distance below the max logit, finest where the candidates are: bucket order is the
+    // sorted order up to ties inside a bucket.
+    const double span = std::min(max_logit - min_logit, kMaxBucketSpan);
+    const double scale = span > 0 ? (kBuckets - 1) / span : 0.0;
+    bucket_mass_.assign(kBuckets, 0.0);
+    double total = 0.0;
+    for (Candidate& c : cand_) {
+        const double d = max_logit - c.logit;
+        c.bucket = d >= span ? kBuckets - 1 : static_cast<int32_t>(d * scale);
+        c.mass = std::exp(c.logit - max_logit);
+        bucket_mass_[c.bucket] += c.mass;
+        total += c.mass;
+    }
+    // top-p: the smallest most-likely-first prefix whose mass reaches top_p (at least one token). Whole
+    // buckets before the cut are kept; only the cut bucket is sorted.
+    if (p.top_p < 1.0f) {
+        const double goal = p.top_p * total;
+        double cum = 0.0;
+        int32_t cut = 0;
+        while (cut < kBuckets - 1 && cum + bucket_mass_[cut] < goal) cum += bucket_mass_[cut++];
+        gather_bucket(cut, false);
+        size_t keep = 0;
+        while (keep < sorted_.size() && (cum < goal || keep == 0)) cum += sorted_[keep++]->mass;
+        for (size_t i = keep; i < sorted_.size(); ++i) sorted_[i]->kept = false;
+        for (Candidate& c : cand_)
+            if (c.bucket > cut) c.kept = false;
+    }
+    // min-p: relative to the most likely token, whose mass is exp(0) = 1; that token is always kept.
+    if (p.min_p > 0.0f) {
+        for (Candidate& c : cand_)
+            if (c.mass < p.min_p && c.logit != max_logit) c.kept = false;
+    }
+    double kept_total = 0.0;
+    std::fill(bucket_mass_.begin(), bucket_mass_.end(), 0.0);
+    for (const Candidate& c : cand_) {
+        if (!c.kept) continue;
+        bucket_mass_[c.bucket] += c.mass;
+        kept_total += c.mass;
+    }
+    // The inverse-CDF draw: locate the bucket holding u's share of the mass, then walk its tokens in order.
+    const double target = u * kept_total;
+    double cum = 0.0;
+    int32_t b = 0, last = 0;
+    for (; b < kBuckets; ++b) {
+        if (bucket_mass_[b] == 0.0) continue;
+        last = b;
+        if (target < cum + bucket_mass_[b]) break;
+        cum += bucket_mass_[b];
+    }
+    if (b == kBuckets) { // rounding left u above the cumulative sum: the least likely kept token
+        gather_bucket(last, true);
+        return sorted_.back()->token;
+    }
+    gather_bucket(b, true);
+    for (Candidate* c : sorted_) {
+        cum += c->mass;
+        if (target < cum) return c->token;
+    }
+    return sorted_.back()->token;
+}
+
 SampleResult Sampler::sample(const SampleInput& in) {
     const SamplingParams& p = *in.params;
     process_logits(in, &work_);
@@ -116,18 +218,9 @@ SampleResult Sampler::sample(const SampleInput& in) {
     if (p.greedy()) {
         r.token = argmax(work_);
     } else {
-        auto dist = final_distribution(work_, p);
         double u = philox_uniform(in.seed, static_cast<uint64_t>(in.position),
                                   static_cast<uint32_t>(in.sample_index), 0);
-        r.token = dist.back().first; // if rounding leaves u above the cumulative sum
-        double cum = 0.0;
-        for (const auto& [t, prob] : dist) {
-            cum += prob;
-            if (u < cum) {
-                r.token = t;
-                break;
-            }
-        }
+        r.token = draw(work_, p, u);
     }
     if (p.logprobs) r.logprob = logprob_of(in.logits, r.token, *p.logprobs);
     return r;
