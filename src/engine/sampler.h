@@ -51,21 +51,21 @@ public:
     static TokenLogprob logprob_of(std::span<const float> logits, int32_t token, int32_t top_n);
 
 private:
-    struct Candidate {
-        int32_t token;
-        int32_t bucket;
-        double logit; // scaled by 1 / temperature
-        double mass;  // exp(logit - max logit)
-        bool kept;
-    };
-    // Sorts the candidates of `bucket` (kept ones only when kept_only) most likely first into sorted_.
-    void gather_bucket(int32_t bucket, bool kept_only);
+    // The tokens of `bucket` that are still kept, most likely first, into sorted_.
+    void gather_bucket(std::span<const float> processed, int32_t bucket);
+    bool kept(std::span<const float> processed, int32_t t) const;
 
     std::vector<float> work_;
     std::vector<int32_t> counts_;
-    std::vector<Candidate> cand_;
-    std::vector<double> bucket_mass_;
-    std::vector<Candidate*> sorted_;
+    // draw()'s scratch, one entry per vocabulary id unless noted.
+    std::vector<int16_t> bucket_; // -1: not a candidate (masked, NaN, outside top-k, or past the top-p cut)
+    std::vector<float> mass_;     // exp(scaled logit - max)
+    std::vector<double> bucket_mass_;             // [buckets]
+    std::vector<int32_t> sorted_;                 // one bucket's tokens
+    std::vector<std::pair<float, int32_t>> topk_; // top-k selection
+    float max_logit_ = 0.0f;
+    float min_p_ = 0.0f;
+    int32_t last_bucket_ = 0;
 };
 
 } // namespace deepinfer::engine

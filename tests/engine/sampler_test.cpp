@@ -240,7 +240,7 @@ TEST(Sampler, EverythingMaskedOrNanDoesNotCrash) {
 }
 
 // The token an inverse-CDF walk over the sorted reference distribution takes at u; -1 when u lies within
-// `eps` of a cumulative boundary (the two sum in different orders, so such u may legitimately differ).
+// `eps` of a cumulative boundary (the two sum in different orders and precisions, so such u may differ).
 int32_t reference_draw(const std::vector<std::pair<int32_t, double>>& dist, double u, double eps) {
     double cum = 0.0;
     for (const auto& [t, prob] : dist) {
@@ -274,7 +274,7 @@ TEST(Sampler, DrawWithoutSortingMatchesTheSortedDistribution) {
         std::vector<double> us = {0.0, 1.0 - 1e-12};
         for (int i = 0; i < 64; ++i) us.push_back((i + 0.5) / 64.0);
         for (double u : us) {
-            int32_t want = reference_draw(dist, u, 1e-9);
+            int32_t want = reference_draw(dist, u, 1e-5); // draw() sums float masses
             if (want < 0) continue;
             ASSERT_EQ(s.draw(l, p, u), want) << "trial " << trial << " vocab " << vocab << " u " << u;
             ++compared;

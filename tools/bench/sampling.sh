@@ -3,7 +3,8 @@
 # per-token work is the real model's): `deepinfer generate --input-jsonl` with 1 and with 200 requests,
 # greedy (temperature 0) and sampled (temperature 1, top_p 0.9, no top_k), each taken in the same run.
 #   tools/bench/sampling.sh [path/to/deepinfer] [max_tokens]
-# Prints generated tokens/s per case and the sampled/greedy ratio (docs/benchmarks.md).
+# Prints the median of 3 interleaved runs: generated tokens/s per case and the sampled/greedy ratio
+# (docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin="${1:-build/release/src/cli/deepinfer}"
@@ -25,23 +26,26 @@ for i in range(n):
 PY
 }
 
-run() { # streams sampled -> tokens/s
+run() { # streams sampled -> generated tokens/s of the engine loop (model load excluded)
   make_input "$1" "$2" >"$tmp/in.jsonl"
-  local t0 t1
-  t0=$(date +%s.%N)
   "$bin" generate --model "$model" --input-jsonl "$tmp/in.jsonl" --output-jsonl "$tmp/out.jsonl" \
-    --no-progress --max-num-seqs 256 >/dev/null 2>&1
-  t1=$(date +%s.%N)
-  python3 - "$tmp/out.jsonl" "$t0" "$t1" <<'PY'
-import json, sys
-toks = sum(len(json.loads(l).get("token_ids", json.loads(l).get("output_ids", []))) for l in open(sys.argv[1]))
-print("%.1f" % (toks / (float(sys.argv[3]) - float(sys.argv[2]))))
+    --no-progress --max-num-seqs 256 2>"$tmp/err" >/dev/null
+  python3 - "$tmp/err" <<'PY'
+import re, sys
+m = re.search(r"(\d+) generated tokens in ([\d.]+) s", open(sys.argv[1]).read())
+print("%.1f" % (int(m.group(1)) / float(m.group(2))))
 PY
 }
 
+median() { python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
+
 printf "%-8s %12s %12s %8s\n" streams greedy_tok/s sampled_tok/s ratio
 for streams in 1 200; do
-  g=$(run "$streams" 0)
-  s=$(run "$streams" 1)
-  printf "%-8s %12s %12s %8s\n" "$streams" "$g" "$s" "$(python3 -c "print('%.2f' % ($s / $g))")"
+  gs=() ss=() rs=()
+  for _ in 1 2 3; do # interleaved, so both see the same machine load
+    g=$(run "$streams" 0)
+    s=$(run "$streams" 1)
+    gs+=("$g") ss+=("$s") rs+=("$(python3 -c "print($s / $g)")")
+  done
+  printf "%-8s %12s %12s %8.2f\n" "$streams" "$(median "${gs[@]}")" "$(median "${ss[@]}")" "$(median "${rs[@]}")"
 done
