@@ -256,6 +256,20 @@ class HugePrompt(unittest.TestCase):
                 self.assertIn("bytes cannot fit in the context", e["message"])
                 print("\n%s: 30 MiB prompt refused after %.0f ms of server CPU" % (path, cpu * 1000))
 
+    def test_12_prompts_of_10_mib_leave_rss_at_baseline(self):
+        # On this small-context model they are refused before tokenizing, so nothing is retained; a
+        # large-context model still tokenizes them (the tokenizer's per-thread scratch is its own issue).
+        with Server() as s:
+            prompt = "word " * (2 << 20)  # 10 MiB
+            requests.get(s.url("/health"), timeout=10)
+            base = s.rss_kib()
+            for i in range(12):
+                r = requests.post(s.url("/v1/completions"), json={"model": s.model, "prompt": prompt + str(i)},
+                                  timeout=60)
+                self.assertEqual(r.status_code, 413, r.text[:300])
+            time.sleep(0.5)
+            self.assertLess(s.rss_kib() - base, 64 * 1024)
+
 
 class Drain(unittest.TestCase):
     STREAMS = 100
