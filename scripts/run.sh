@@ -30,9 +30,9 @@ echo "== deepinfer generate --model $text_model --tokenizer $tok --prompt 'The c
 "$bin" generate --model "$text_model" --tokenizer "$tok" --prompt "The capital of France is" --max-tokens 8
 
 echo
-echo "== deepinfer serve --model $text_model"
+echo "== deepinfer serve --model $text_model --tokenizer $tok"
 port_file="$(mktemp)"
-"$bin" serve --model "$text_model" --host 127.0.0.1 --port 0 --port-file "$port_file" --log-level warn &
+"$bin" serve --model "$text_model" --tokenizer "$tok" --host 127.0.0.1 --port 0 --port-file "$port_file" --log-level warn &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$port_file"' EXIT
 for _ in $(seq 1 600); do

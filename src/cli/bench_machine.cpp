@@ -39,7 +39,12 @@ __attribute__((target("avx512f"))) float sum_avx512(const float* p, size_t n, in
             a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
         }
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    // Stored and summed rather than _mm512_reduce_add_ps, whose GCC 12 header trips -Wuninitialized.
+    alignas(64) float t[16];
+    _mm512_store_ps(t, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    float s = 0.0f;
+    for (float v : t) s += v;
+    return s;
 }
 
 __attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n, int streams) {
@@ -97,7 +102,9 @@ __attribute__((target("avx512f"))) double fma_avx512(int64_t iters, float* sink)
         for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], m, b);
     __m512 s = acc[0];
     for (int k = 1; k < 12; ++k) s = _mm512_add_ps(s, acc[k]);
-    *sink += _mm512_reduce_add_ps(s);
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, s);
+    for (float v : lanes) *sink += v;
     return static_cast<double>(iters) * 12 * 16 * 2;
 }
 

@@ -3,9 +3,11 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <pthread.h>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "cli/args.h"
@@ -30,12 +32,18 @@ GET /health, GET /metrics.
   --host ADDR               address to listen on (default 127.0.0.1)
   --port N                  port (default 8000; 0 picks a free one)
   --port-file PATH          write the bound port here once listening (useful with --port 0)
-  --api-key KEY             require "Authorization: Bearer KEY" on /v1/* (also DEEPINFER_API_KEY)
+  --api-key KEY             require "Authorization: Bearer KEY" on /v1/* (also DEEPINFER_API_KEY; empty
+                            is refused)
+  --allowed-hosts H1,H2     serve only requests whose Host header names one of these ("*": any; default:
+                            the loopback names when bound to loopback without an API key, else any)
   --served-model-name NAME  the model id clients send (default: the model directory's name)
   --max-inflight N          generation requests admitted at once; more get 429 (default 256)
   --http-threads N          connections served at once (default 512)
   --max-n N                 largest n accepted (default 16)
-  --tokenizer PATH          tokenizer.json (default: MODEL/tokenizer.json, else the DeepSeek V4 one in data/)
+  --drain-timeout SECONDS   on SIGTERM/SIGINT: in-flight requests get this long to finish before they are
+                            ended with an error event (default 30); new ones get 503 meanwhile
+  --tokenizer PATH          tokenizer.json (also DEEPINFER_TOKENIZER; default: MODEL/tokenizer.json, else
+                            the installed PREFIX/share/deepinfer/tokenizer/deepseek-v4/tokenizer.json)
   --backend engine|fake     fake: a deterministic stand-in engine, for tests (default engine)
   --fake-step-us N          fake backend: microseconds per engine step (default 1000)
   --fake-context N          fake backend: context length (default 4096)
@@ -45,11 +53,23 @@ GET /health, GET /metrics.
 engine (with --backend engine; the KV pool defaults to every sequence reaching min(max-model-len, 16384)):
 )";
 
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+// PREFIX/share/deepinfer/tokenizer/deepseek-v4/tokenizer.json for the binary at PREFIX/bin/deepinfer
+// (found from /proc/self/exe, so a copied or installed binary finds its data); empty if unknown.
+std::string installed_tokenizer_path() {
+    std::error_code ec;
+    std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec || exe.empty()) return {};
+    return (exe.parent_path().parent_path() / "share/deepinfer/tokenizer/deepseek-v4/tokenizer.json")
+        .string();
+}
+#endif
+
 int run_serve(const std::vector<std::string>& argv) {
     std::set<std::string> value_flags = {
-        "model",        "host",         "port",  "port-file", "api-key",      "served-model-name",
-        "max-inflight", "http-threads", "max-n", "backend",   "fake-step-us", "fake-context",
-        "log-level",    "tokenizer"};
+        "model",        "host",         "port",          "port-file",    "api-key",      "served-model-name",
+        "max-inflight", "http-threads", "max-n",         "backend",      "fake-step-us", "fake-context",
+        "log-level",    "tokenizer",    "allowed-hosts", "drain-timeout"};
     std::set<std::string> bool_flags = {"help", "enable-test-hooks"};
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
     value_flags.merge(engine_value_flags());
@@ -76,6 +96,28 @@ int run_serve(const std::vector<std::string>& argv) {
     config.host = args->get_or("host", "127.0.0.1");
     const char* env_key = std::getenv("DEEPINFER_API_KEY");
     config.api_key = args->get_or("api-key", env_key ? env_key : "");
+    if (args->has("api-key") || env_key) {
+        if (config.api_key.empty()) {
+            std::fprintf(stderr,
+                         "deepinfer serve: %s is empty; give a key, or neither for no authentication\n",
+                         args->has("api-key") ? "--api-key" : "DEEPINFER_API_KEY");
+            return 2;
+        }
+    }
+    if (auto hosts = args->get("allowed-hosts")) {
+        if (*hosts != "*") {
+            std::stringstream ss(*hosts);
+            for (std::string h; std::getline(ss, h, ',');) {
+                if (!h.empty()) config.allowed_hosts.push_back(server::host_name_of(h));
+            }
+            if (config.allowed_hosts.empty()) {
+                std::fprintf(stderr, "deepinfer serve: --allowed-hosts names no host (use '*' for any)\n");
+                return 2;
+            }
+        }
+    } else {
+        config.allowed_hosts = server::default_allowed_hosts(config.host, config.api_key);
+    }
     config.served_model_name = args->get_or("served-model-name", "");
     config.enable_test_hooks = args->has("enable-test-hooks");
     for (auto [flag, field, fallback] :
@@ -88,6 +130,12 @@ int run_serve(const std::vector<std::string>& argv) {
         }
         *field = static_cast<int>(*v);
     }
+    auto drain = args->get_int("drain-timeout", 30);
+    if (!drain.ok() || *drain < 0 || *drain > 24 * 3600) {
+        std::fprintf(stderr, "deepinfer serve: --drain-timeout must be 0..86400 seconds\n");
+        return 2;
+    }
+    config.drain_timeout_ms = static_cast<int>(*drain * 1000);
 
     // SIGINT/SIGTERM are taken by one thread that stops the server; every other thread (the engine's, the
     // HTTP pool's: all started below) inherits this mask and blocks them.
@@ -119,9 +167,9 @@ int run_serve(const std::vector<std::string>& argv) {
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
         server::EngineBackendOptions eo;
         eo.model_dir = *model;
-        eo.tokenizer_path = args->get_or("tokenizer", "");
-        eo.default_tokenizer =
-            std::string(DEEPINFER_SOURCE_DIR) + "/data/tokenizer/deepseek-v4/tokenizer.json";
+        const char* env_tok = std::getenv("DEEPINFER_TOKENIZER");
+        eo.tokenizer_path = args->get_or("tokenizer", env_tok ? env_tok : "");
+        eo.installed_tokenizer = installed_tokenizer_path();
         auto engine_config = engine_config_from_args(*args);
         if (!engine_config.ok()) {
             std::fprintf(stderr, "deepinfer serve: %s\n", engine_config.status().message().c_str());
@@ -156,8 +204,8 @@ int run_serve(const std::vector<std::string>& argv) {
                  << *port;
     std::thread signal_thread([&] {
         int sig = 0;
-        sigwait(&sigs, &sig);
-        http.stop();
+        if (sigwait(&sigs, &sig) != 0 || sig == 0) return;
+        http.shutdown(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
     });
     core::Status st = http.serve();
     pthread_kill(signal_thread.native_handle(), SIGTERM);

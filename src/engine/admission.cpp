@@ -1,5 +1,6 @@
 #include "engine/admission.h"
 
+#include <algorithm>
 #include <string>
 
 namespace deepinfer::engine {
@@ -32,6 +33,24 @@ core::Status check_fits_in_empty_pool(int64_t prompt_len, int64_t max_tokens, in
         " positions (prompt " + std::to_string(prompt_len) + " + max_tokens " + std::to_string(max_tokens) +
         "), but the whole pool has " + std::to_string(num_blocks) +
         "; lower max_tokens or raise --kv-cache-memory / --num-kv-blocks");
+}
+
+core::Result<int64_t> resolve_max_tokens(int64_t prompt_len, std::optional<int64_t> max_tokens,
+                                         const EngineConfig& config) {
+    if (prompt_len >= config.max_model_len)
+        return core::out_of_range("prompt of " + std::to_string(prompt_len) +
+                                  " tokens leaves no room under the max model length " +
+                                  std::to_string(config.max_model_len));
+    const int64_t pool_len = config.num_kv_blocks * config.block_size + 1;
+    int64_t resolved =
+        max_tokens.value_or(std::max<int64_t>(1, std::min(config.max_model_len, pool_len) - prompt_len));
+    if (prompt_len + resolved > config.max_model_len)
+        return core::out_of_range("prompt " + std::to_string(prompt_len) + " + max_tokens " +
+                                  std::to_string(resolved) + " exceeds the max model length " +
+                                  std::to_string(config.max_model_len));
+    DI_RETURN_IF_ERROR(
+        check_fits_in_empty_pool(prompt_len, resolved, config.num_kv_blocks, config.block_size));
+    return resolved;
 }
 
 } // namespace deepinfer::engine

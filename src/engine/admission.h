@@ -3,9 +3,11 @@
 // BlockManager's counts, kept apart from step packing (step_budget.h) so each is tested on its own.
 
 #include <cstdint>
+#include <optional>
 
 #include "core/status.h"
 #include "engine/block_manager.h"
+#include "engine/engine_config.h"
 #include "engine/sequence.h"
 
 namespace deepinfer::engine {
@@ -34,5 +36,13 @@ inline int32_t max_prefix_blocks(int64_t num_tokens, int32_t block_size) {
 // (ResourceExhausted), with the numbers, rather than preempting forever.
 core::Status check_fits_in_empty_pool(int64_t prompt_len, int64_t max_tokens, int64_t num_blocks,
                                       int32_t block_size);
+
+// The max_tokens a request of prompt_len tokens runs with under a resolved config (num_kv_blocks and
+// max_model_len filled in): the one it asked for, or unset, as many as the model length and the pool allow
+// (the last token needs no KV). Errors, with the numbers: OutOfRange (the prompt, or prompt + max_tokens,
+// exceeds max_model_len), ResourceExhausted (it cannot fit even in an empty pool). add_request applies it;
+// the server calls it too, so that such a request is refused before its response starts.
+core::Result<int64_t> resolve_max_tokens(int64_t prompt_len, std::optional<int64_t> max_tokens,
+                                         const EngineConfig& config);
 
 } // namespace deepinfer::engine

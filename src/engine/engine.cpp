@@ -33,26 +33,13 @@ core::Status LLMEngine::Impl::add_request(Request request) {
                                           std::to_string(vocab_) + ")");
     DI_RETURN_IF_ERROR(request.params.validate(vocab_, config_.max_logprobs));
     const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
-    if (prompt_len >= config_.max_model_len)
-        return core::out_of_range("request '" + request.id + "': prompt of " + std::to_string(prompt_len) +
-                                  " tokens leaves no room under the max model length " +
-                                  std::to_string(config_.max_model_len));
-    // Unset max_tokens: as many as the model length and the pool allow (the last token needs no KV).
-    const int64_t pool_len = config_.num_kv_blocks * config_.block_size + 1;
-    int64_t max_tokens = request.params.max_tokens.value_or(
-        std::max<int64_t>(1, std::min(config_.max_model_len, pool_len) - prompt_len));
-    if (prompt_len + max_tokens > config_.max_model_len)
-        return core::out_of_range("request '" + request.id + "': prompt " + std::to_string(prompt_len) +
-                                  " + max_tokens " + std::to_string(max_tokens) +
-                                  " exceeds the max model length " + std::to_string(config_.max_model_len));
-    DI_RETURN_IF_ERROR(
-        check_fits_in_empty_pool(prompt_len, max_tokens, config_.num_kv_blocks, config_.block_size)
-            .with_context("request '" + request.id + "'"));
+    auto max_tokens = resolve_max_tokens(prompt_len, request.params.max_tokens, config_);
+    if (!max_tokens.ok()) return max_tokens.status().with_context("request '" + request.id + "'");
 
     auto r = std::make_unique<RequestState>();
     r->number = next_request_number_++;
     r->rng_seed = request.params.seed ? *request.params.seed : mix_seed(config_.default_seed, r->number);
-    r->max_tokens = static_cast<int32_t>(std::min<int64_t>(max_tokens, INT32_MAX));
+    r->max_tokens = static_cast<int32_t>(std::min<int64_t>(*max_tokens, INT32_MAX));
     if (request.params.prompt_logprobs) r->prompt_logprobs.resize(prompt_len);
     r->pending_logprobs.resize(request.params.n);
     r->request = std::move(request);

@@ -1,8 +1,10 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "core/check.h"
 #include "engine/philox.h"
@@ -109,6 +111,174 @@ TokenLogprob Sampler::logprob_of(std::span<const float> logits, int32_t token, i
     return r;
 }
 
+namespace {
+constexpr int32_t kMaxBuckets = 4096;   // about 32 tokens a bucket at the real vocabulary
+constexpr float kMaxBucketSpan = 64.0f; // logits further below the max share the last bucket (mass < e^-64)
+
+// Most likely first, ties by lower id: final_distribution's order (scaling by 1/temperature keeps it).
+bool logit_before(float la, int32_t ta, float lb, int32_t tb) {
+    return la != lb ? la > lb : ta < tb;
+}
+} // namespace
+
+bool Sampler::kept(std::span<const float> processed, int32_t t) const {
+    const int32_t b = bucket_[t];
+    return b >= 0 && b <= last_bucket_ && (mass_[t] >= min_p_ || processed[t] == max_logit_);
+}
+
+void Sampler::gather_bucket(std::span<const float> processed, int32_t bucket) {
+    sorted_.clear();
+    const int32_t vocab = static_cast<int32_t>(processed.size());
+    for (int32_t t = 0; t < vocab; ++t)
+        if (bucket_[t] == bucket && kept(processed, t)) sorted_.push_back(t);
+    std::sort(sorted_.begin(), sorted_.end(),
+              [&](int32_t a, int32_t b) { return logit_before(processed[a], a, processed[b], b); });
+}
+
+namespace {
+// e^y for y in [-87, 0], to ~2e-7 relative, in plain arithmetic the compiler vectorizes (std::exp is a
+// call per element): 2^z with z = y log2(e) split into an integer (the float's exponent bits; rounded by
+// the 1.5 * 2^23 trick, since a float-to-int conversion keeps GCC from vectorizing under trapping math)
+// and a fraction in [-0.5, 0.5] (a degree-6 polynomial).
+inline float exp_in_range(float y) {
+    const float z = y * 1.44269504f;
+    const float magic = 12582912.0f;
+    const float r = z + magic;
+    const float f = z - (r - magic);
+    const int32_t k = std::bit_cast<int32_t>(r) - std::bit_cast<int32_t>(magic);
+    float p = 1.5403530e-4f;
+    p = p * f + 1.3333558e-3f;
+    p = p * f + 9.6181291e-3f;
+    p = p * f + 5.5504109e-2f;
+    p = p * f + 2.4022651e-1f;
+    p = p * f + 6.9314718e-1f;
+    p = p * f + 1.0f;
+    return p * std::bit_cast<float>((k + 127) << 23);
+}
+} // namespace
+
+int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p, double u) {
+    const int32_t vocab = static_cast<int32_t>(processed.size());
+    const float inv_t = 1.0f / std::max(p.temperature, 1e-5f);
+    // NaN (a broken model) and -inf (masked) never win a draw. Branch-free passes, so they vectorize.
+    float max_x = kNegInf, min_x = std::numeric_limits<float>::infinity();
+    int32_t n_valid = 0;
+    for (int32_t t = 0; t < vocab; ++t) {
+        const float x = processed[t];
+        const bool ok = x > kNegInf; // false for NaN too
+        max_x = std::max(max_x, ok ? x : kNegInf);
+        min_x = std::min(min_x, ok ? x : std::numeric_limits<float>::infinity());
+        n_valid += ok;
+    }
+    if (n_valid == 0) return argmax(processed);
+    // top-k by partial selection: the k-th candidate bounds the rest.
+    float kth_x = kNegInf;
+    int32_t kth_t = vocab;
+    if (p.top_k > 0 && p.top_k < n_valid) {
+        topk_.clear();
+        for (int32_t t = 0; t < vocab; ++t)
+            if (processed[t] > kNegInf) topk_.emplace_back(processed[t], t);
+        std::nth_element(topk_.begin(), topk_.begin() + (p.top_k - 1), topk_.end(),
+                         [](auto& a, auto& b) { return logit_before(a.first, a.second, b.first, b.second); });
+        std::tie(kth_x, kth_t) = topk_[p.top_k - 1];
+        min_x = kth_x;
+    }
+    // Buckets by distance below the max, finest where the candidates are: bucket order is the sorted order
+    // up to ties inside a bucket.
+    const float span = std::min((max_x - min_x) * inv_t, kMaxBucketSpan);
+    const int32_t num_buckets = std::clamp(vocab / 32, 1, kMaxBuckets);
+    const float scale = span > 0 ? (num_buckets - 1) / span : 0.0f;
+    bucket_.resize(vocab);
+    mass_.resize(vocab);
+    max_logit_ = max_x;
+    min_p_ = 0.0f;
+    last_bucket_ = num_buckets - 1;
+    const float* xs = processed.data();
+    float* mass = mass_.data();
+    int16_t* bucket = bucket_.data();
+    // The one exp per token, in two vectorized passes (masked tokens' masses are never read).
+    for (int32_t t = 0; t < vocab; ++t) {
+        const float y = (xs[t] - max_x) * inv_t;
+        mass[t] = y > -87.0f ? y : -87.0f; // NaN and -inf too
+    }
+    for (int32_t t = 0; t < vocab; ++t) mass[t] = exp_in_range(mass[t]);
+    for (int32_t t = 0; t < vocab; ++t) {
+        // Rounded rather than truncated (the same trick as exp_in_range): any monotone map will do.
+        const float d = std::min(span, (max_x - xs[t]) * inv_t); // NaN -> span
+        const int32_t b =
+            std::bit_cast<int32_t>(d * scale + 12582912.0f) - std::bit_cast<int32_t>(12582912.0f);
+        bucket[t] = static_cast<int16_t>(xs[t] > kNegInf ? std::min(num_buckets - 1, b) : -1);
+    }
+    if (kth_t < vocab) {
+        for (int32_t t = 0; t < vocab; ++t) {
+            const float x = processed[t];
+            if (!(x > kth_x || (x == kth_x && t <= kth_t))) {
+                bucket_[t] = -1;
+                mass_[t] = 0.0f;
+            }
+        }
+    }
+    bucket_mass_.assign(num_buckets, 0.0);
+    double total = 0.0;
+    for (int32_t t = 0; t < vocab; ++t) {
+        if (bucket_[t] < 0) continue;
+        bucket_mass_[bucket_[t]] += mass_[t];
+    }
+    for (double m : bucket_mass_) total += m;
+    bool refilter = false;
+    // top-p: the smallest most-likely-first prefix whose mass reaches top_p (at least one token). Whole
+    // buckets before the cut are kept; only the cut bucket is sorted.
+    if (p.top_p < 1.0f) {
+        const double goal = p.top_p * total;
+        double cum = 0.0;
+        int32_t cut = 0;
+        while (cut < num_buckets - 1 && cum + bucket_mass_[cut] < goal) cum += bucket_mass_[cut++];
+        gather_bucket(processed, cut);
+        size_t keep = 0;
+        while (keep < sorted_.size() && (cum < goal || keep == 0)) cum += mass_[sorted_[keep++]];
+        double cut_mass = 0.0;
+        for (size_t i = 0; i < keep; ++i) cut_mass += mass_[sorted_[i]];
+        for (size_t i = keep; i < sorted_.size(); ++i) bucket_[sorted_[i]] = -1;
+        last_bucket_ = cut;
+        bucket_mass_[cut] = cut_mass;
+        std::fill(bucket_mass_.begin() + cut + 1, bucket_mass_.end(), 0.0);
+    }
+    // min-p: relative to the most likely token, whose mass is exp(0) = 1 (always kept).
+    if (p.min_p > 0.0f) {
+        min_p_ = p.min_p;
+        refilter = true;
+    }
+    double kept_total = 0.0;
+    for (double m : bucket_mass_) kept_total += m;
+    if (refilter) { // min-p drops tokens anywhere: recount
+        kept_total = 0.0;
+        std::fill(bucket_mass_.begin(), bucket_mass_.end(), 0.0);
+        for (int32_t t = 0; t < vocab; ++t) {
+            if (!kept(processed, t)) continue;
+            bucket_mass_[bucket_[t]] += mass_[t];
+            kept_total += mass_[t];
+        }
+    }
+    // The inverse-CDF draw: locate the bucket holding u's share of the mass, then walk its tokens in order.
+    const double target = u * kept_total;
+    double cum = 0.0;
+    int32_t b = 0, last = 0;
+    for (; b < num_buckets; ++b) {
+        if (bucket_mass_[b] == 0.0) continue;
+        last = b;
+        if (target < cum + bucket_mass_[b]) break;
+        cum += bucket_mass_[b];
+    }
+    gather_bucket(processed, b == num_buckets ? last : b);
+    if (b < num_buckets) {
+        for (int32_t t : sorted_) {
+            cum += mass_[t];
+            if (target < cum) return t;
+        }
+    }
+    return sorted_.back(); // rounding left u above the cumulative sum: the least likely kept token
+}
+
 SampleResult Sampler::sample(const SampleInput& in) {
     const SamplingParams& p = *in.params;
     process_logits(in, &work_);
@@ -116,18 +286,9 @@ SampleResult Sampler::sample(const SampleInput& in) {
     if (p.greedy()) {
         r.token = argmax(work_);
     } else {
-        auto dist = final_distribution(work_, p);
         double u = philox_uniform(in.seed, static_cast<uint64_t>(in.position),
                                   static_cast<uint32_t>(in.sample_index), 0);
-        r.token = dist.back().first; // if rounding leaves u above the cumulative sum
-        double cum = 0.0;
-        for (const auto& [t, prob] : dist) {
-            cum += prob;
-            if (u < cum) {
-                r.token = t;
-                break;
-            }
-        }
+        r.token = draw(work_, p, u);
     }
     if (p.logprobs) r.logprob = logprob_of(in.logits, r.token, *p.logprobs);
     return r;

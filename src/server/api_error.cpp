@@ -36,6 +36,11 @@ ApiError server_busy() {
                     "rate_limit_exceeded"};
 }
 
+ApiError shutting_down() {
+    return ApiError{503, "server_error", "The server is shutting down; retry on another instance", "",
+                    "shutting_down"};
+}
+
 ApiError not_found_route(const std::string& path) {
     return ApiError{404, "invalid_request_error", "No route " + path, "", "not_found"};
 }

@@ -23,6 +23,7 @@ ApiError unknown_model(const std::string& model);
 ApiError unauthorized();
 ApiError context_too_long(std::string param, int prompt_tokens, int context_length);
 ApiError server_busy();
+ApiError shutting_down(); // 503 while the server drains
 ApiError not_found_route(const std::string& path);
 
 // Maps a Status to its HTTP code and error type: the single table of status -> HTTP.

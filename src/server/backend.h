@@ -149,6 +149,19 @@ public:
     virtual std::string model_name() const = 0;
     virtual int context_length() const = 0;
     virtual int vocab_size() const = 0;
+    // The max_tokens a request of prompt_tokens tokens runs with: the one asked for, or (unset) as many as
+    // the engine allows. Errors, with the numbers: OutOfRange (over the context length), ResourceExhausted
+    // (can never fit in the KV pool). Checked before a response starts. This default knows only the
+    // context length; the engine backend asks the engine, which also knows its KV pool.
+    virtual core::Result<int> resolve_max_tokens(int prompt_tokens, std::optional<int> max_tokens) const {
+        const int ctx = context_length();
+        const int resolved = max_tokens.value_or(ctx - prompt_tokens);
+        if (prompt_tokens >= ctx || static_cast<long long>(prompt_tokens) + resolved > ctx)
+            return core::out_of_range("prompt " + std::to_string(prompt_tokens) + " + max_tokens " +
+                                      std::to_string(resolved) + " exceeds the context length " +
+                                      std::to_string(ctx));
+        return resolved;
+    }
 
     virtual core::Result<std::vector<int32_t>> render_chat(const ChatPrompt& prompt) const = 0;
     virtual core::Result<std::vector<int32_t>> tokenize(std::string_view text) const = 0;

@@ -70,8 +70,8 @@ private:
 
 } // namespace
 
-void handle_chat(HttpServer::State& s, const httplib::Request& req, httplib::Response& res) {
-    auto parsed = parse_chat_request(req.body, s.limits);
+void handle_chat(HttpServer::State& s, const std::string& body, httplib::Response& res) {
+    auto parsed = parse_chat_request(body, s.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     ChatRequest& r = std::get<ChatRequest>(parsed);
     if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);
@@ -80,20 +80,11 @@ void handle_chat(HttpServer::State& s, const httplib::Request& req, httplib::Res
     }
     auto prompt = s.backend.render_chat(r.prompt);
     if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
-    int ctx = s.backend.context_length();
     int n_prompt = static_cast<int>(prompt->size());
-    if (n_prompt >= ctx) return s.send_error(kEndpoint, context_too_long("messages", n_prompt, ctx), res);
     SamplingOptions& sp = r.common.sampling;
-    if (sp.max_tokens < 0) sp.max_tokens = ctx - n_prompt;
-    if (static_cast<long long>(n_prompt) + sp.max_tokens > ctx) {
-        const char* field = "max_tokens";
-        return s.send_error(kEndpoint,
-                            invalid_param(field, "prompt (" + std::to_string(n_prompt) +
-                                                     " tokens) + max_tokens (" +
-                                                     std::to_string(sp.max_tokens) +
-                                                     ") exceeds the context length " + std::to_string(ctx)),
-                            res);
-    }
+    if (auto e =
+            s.resolve_max_tokens(n_prompt, "messages", r.common.max_tokens_set, std::nullopt, sp.max_tokens))
+        return s.send_error(kEndpoint, *e, res);
     if (!s.admit(kEndpoint, res)) return;
     std::vector<ChoiceSpec> specs;
     for (int i = 0; i < r.common.n; ++i) {

@@ -57,15 +57,14 @@ private:
 
 } // namespace
 
-void handle_completion(HttpServer::State& s, const httplib::Request& req, httplib::Response& res) {
-    auto parsed = parse_completion_request(req.body, s.limits);
+void handle_completion(HttpServer::State& s, const std::string& body, httplib::Response& res) {
+    auto parsed = parse_completion_request(body, s.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     CompletionRequest& r = std::get<CompletionRequest>(parsed);
     if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);
     if (!r.common.forced_output.empty() && !s.config.enable_test_hooks) {
         return s.send_error(kEndpoint, invalid_param("deepinfer_test", "test hooks are disabled"), res);
     }
-    int ctx = s.backend.context_length();
     SamplingOptions& sp = r.common.sampling;
     std::vector<std::vector<int32_t>> prompts;
     int total_prompt = 0;
@@ -81,18 +80,11 @@ void handle_completion(HttpServer::State& s, const httplib::Request& req, httpli
         int n_prompt = static_cast<int>(ids.size());
         if (n_prompt == 0)
             return s.send_error(kEndpoint, invalid_param("prompt", "'prompt' must not be empty"), res);
-        if (n_prompt >= ctx) return s.send_error(kEndpoint, context_too_long("prompt", n_prompt, ctx), res);
-        if (static_cast<long long>(n_prompt) + sp.max_tokens > ctx) {
-            if (r.common.max_tokens_set) {
-                return s.send_error(
-                    kEndpoint,
-                    invalid_param("max_tokens", "prompt (" + std::to_string(n_prompt) +
-                                                    " tokens) + max_tokens exceeds the context length " +
-                                                    std::to_string(ctx)),
-                    res);
-            }
-            sp.max_tokens = ctx - n_prompt;
-        }
+        // One max_tokens for every prompt: the smallest any of them allows (unset: OpenAI's 16 at most).
+        int max_tokens = r.common.sampling.max_tokens;
+        if (auto e = s.resolve_max_tokens(n_prompt, "prompt", r.common.max_tokens_set, 16, max_tokens))
+            return s.send_error(kEndpoint, *e, res);
+        sp.max_tokens = prompts.empty() ? max_tokens : std::min(sp.max_tokens, max_tokens);
         total_prompt += n_prompt;
         prompts.push_back(std::move(ids));
     }

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/logging.h"
+#include "engine/admission.h"
 #include "engine/async_engine.h"
 #include "engine/engine.h"
 #include "model/deepseek_v4/model.h"
@@ -67,20 +68,32 @@ class EngineBackend : public Backend {
 public:
     EngineBackend(std::string name, std::unique_ptr<model::deepseek_v4::DeepseekV4Model> model,
                   std::unique_ptr<engine::AsyncEngine> async, std::unique_ptr<detail::TextCodec> codec,
-                  int context, int vocab)
+                  engine::EngineConfig resolved, int context, int vocab)
         : name_(std::move(name)), model_(std::move(model)), async_(std::move(async)),
-          codec_(std::move(codec)), context_(context), vocab_(vocab) {}
+          codec_(std::move(codec)), engine_config_(std::move(resolved)), context_(context), vocab_(vocab) {
+        // No token decodes to more than this many bytes, so a longer text cannot fit in the context: such a
+        // prompt is refused before it is tokenized. Doubled (and padded) for normalizers that shrink text.
+        size_t longest = 1;
+        for (int32_t t = 0; t < vocab_; ++t) longest = std::max(longest, codec_->token_text(t).size());
+        max_prompt_bytes_ = 2 * longest * static_cast<size_t>(context_) + 4096;
+    }
     ~EngineBackend() override { async_->shutdown(); }
 
     std::string model_name() const override { return name_; }
     int context_length() const override { return context_; }
     int vocab_size() const override { return vocab_; }
+    core::Result<int> resolve_max_tokens(int prompt_tokens, std::optional<int> max_tokens) const override {
+        DI_ASSIGN_OR_RETURN(int64_t n, engine::resolve_max_tokens(prompt_tokens, max_tokens, engine_config_));
+        return static_cast<int>(std::min<int64_t>(n, INT32_MAX));
+    }
 
     core::Result<std::vector<int32_t>> render_chat(const ChatPrompt& prompt) const override {
         DI_ASSIGN_OR_RETURN(std::string text, detail::render_chat_text(prompt));
+        DI_RETURN_IF_ERROR(check_prompt_bytes(text.size()));
         return codec_->encode(text);
     }
     core::Result<std::vector<int32_t>> tokenize(std::string_view text) const override {
+        DI_RETURN_IF_ERROR(check_prompt_bytes(text.size()));
         return codec_->encode(text);
     }
     std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const override {
@@ -122,12 +135,22 @@ public:
     }
 
 private:
+    core::Status check_prompt_bytes(size_t bytes) const {
+        if (bytes <= max_prompt_bytes_) return {};
+        return core::out_of_range("the prompt's " + std::to_string(bytes) +
+                                  " bytes cannot fit in the context of " + std::to_string(context_) +
+                                  " tokens (at most " + std::to_string(max_prompt_bytes_) +
+                                  " bytes are tokenized)");
+    }
+
     std::string name_;
     std::unique_ptr<model::deepseek_v4::DeepseekV4Model> model_; // outlives the engine below
     std::unique_ptr<engine::AsyncEngine> async_;
     std::unique_ptr<detail::TextCodec> codec_;
+    engine::EngineConfig engine_config_; // resolved: the pool and model length the engine admits against
     int context_;
     int vocab_;
+    size_t max_prompt_bytes_ = 0;
 };
 
 } // namespace
@@ -142,13 +165,20 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
     if (tok_path.empty() && fs::exists(fs::path(options.model_dir) / "tokenizer.json", ec)) {
         tok_path = (fs::path(options.model_dir) / "tokenizer.json").string();
     }
-    if (tok_path.empty()) tok_path = options.default_tokenizer;
-    std::unique_ptr<detail::TextCodec> codec;
-    if (!tok_path.empty()) {
-        auto hf = detail::load_hf_codec(tok_path);
-        if (!hf.ok()) return hf.status().with_context("tokenizer " + tok_path);
-        if (detail::hf_vocab_size(**hf) <= static_cast<size_t>(vocab)) codec = std::move(hf).value();
+    if (tok_path.empty() && !options.installed_tokenizer.empty() &&
+        fs::exists(options.installed_tokenizer, ec)) {
+        tok_path = options.installed_tokenizer;
     }
+    if (tok_path.empty()) {
+        return core::not_found(
+            "no tokenizer for model " + options.model_dir + ": none given (--tokenizer), no " +
+            (fs::path(options.model_dir) / "tokenizer.json").string() + ", none installed" +
+            (options.installed_tokenizer.empty() ? std::string() : " at " + options.installed_tokenizer));
+    }
+    std::unique_ptr<detail::TextCodec> codec;
+    auto hf = detail::load_hf_codec(tok_path);
+    if (!hf.ok()) return hf.status().with_context("tokenizer " + tok_path);
+    if (detail::hf_vocab_size(**hf) <= static_cast<size_t>(vocab)) codec = std::move(hf).value();
     if (!codec) {
         if (vocab < 260)
             return core::invalid_argument("the model's vocabulary is too small for any tokenizer");
@@ -166,7 +196,8 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
         cfg.num_kv_blocks = per_seq * cfg.max_num_seqs;
     }
     DI_ASSIGN_OR_RETURN(auto llm, engine::LLMEngine::create(model.get(), cfg));
-    const int context = static_cast<int>(llm->config().max_model_len);
+    engine::EngineConfig resolved = llm->config();
+    const int context = static_cast<int>(std::min<int64_t>(resolved.max_model_len, INT32_MAX));
     engine::AsyncEngineConfig acfg;
     acfg.max_pending_requests = options.max_pending_requests;
     auto async = std::make_unique<engine::AsyncEngine>(std::move(llm), acfg);
@@ -174,8 +205,9 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
     if (name.empty()) name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
     DI_LOG(Info) << "engine backend: " << name << ", context " << context << ", tokenizer "
                  << codec->describe();
-    return std::unique_ptr<Backend>(std::make_unique<EngineBackend>(
-        name, std::move(model), std::move(async), std::move(codec), context, static_cast<int>(vocab)));
+    return std::unique_ptr<Backend>(std::make_unique<EngineBackend>(name, std::move(model), std::move(async),
+                                                                    std::move(codec), std::move(resolved),
+                                                                    context, static_cast<int>(vocab)));
 }
 
 } // namespace deepinfer::server

@@ -14,9 +14,11 @@ namespace deepinfer::server {
 
 struct EngineBackendOptions {
     std::string model_dir;
-    // tokenizer.json to use; empty: MODEL_DIR/tokenizer.json when present, else default_tokenizer.
+    // tokenizer.json to use; empty: MODEL_DIR/tokenizer.json when present, else installed_tokenizer when
+    // present, else an error naming the places tried. A tokenizer too large for the model's vocabulary
+    // (test models) gives way to a byte-level stand-in, with a warning.
     std::string tokenizer_path;
-    std::string default_tokenizer;
+    std::string installed_tokenizer; // the one in the installed data directory (found from the binary)
     engine::EngineConfig engine;
     int max_pending_requests = 1024; // the engine's inbox bound (submit answers ResourceExhausted beyond)
 };

@@ -240,13 +240,12 @@ size_t hf_vocab_size(const TextCodec& codec) {
 core::Result<std::string> render_chat_text(const ChatPrompt& prompt) {
     tokenizer::Conversation conv;
     for (const auto& m : prompt.messages) {
-        tokenizer::Message msg;
+        tokenizer::Message& msg = conv.messages.emplace_back(); // built in place (no move of an optional)
         msg.role = role_of(m.role);
         msg.content = m.content;
         if (!m.reasoning.empty()) msg.reasoning = m.reasoning;
         for (const auto& tc : m.tool_calls) msg.tool_calls.push_back({tc.id, tc.name, tc.arguments});
         msg.tool_call_id = m.tool_call_id;
-        conv.messages.push_back(std::move(msg));
     }
     if (prompt.tool_choice != "none" && !prompt.tools.empty()) {
         conv.tools = tokenizer::Json::array();

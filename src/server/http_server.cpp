@@ -1,8 +1,13 @@
 #include "server/http_server.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <optional>
 #include <sys/socket.h>
+#include <thread>
 
 #include "core/logging.h"
 #include "server/json_fields.h"
@@ -17,6 +22,47 @@ HttpServer::State::State(Backend& b, ServerConfig c) : backend(b), config(std::m
     start_time =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
+}
+
+std::vector<std::string> default_allowed_hosts(const std::string& host, const std::string& api_key) {
+    if (!api_key.empty()) return {};
+    std::string h = host_name_of(host);
+    bool loopback = h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
+    if (!loopback) return {};
+    std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
+    if (std::find(names.begin(), names.end(), h) == names.end()) names.push_back(h);
+    return names;
+}
+
+bool authorization_matches(const std::string& header, const std::string& api_key) {
+    constexpr std::string_view kScheme = "bearer";
+    if (api_key.empty() || header.size() <= kScheme.size()) return false;
+    for (size_t i = 0; i < kScheme.size(); ++i) {
+        if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+    }
+    size_t i = kScheme.size();
+    if (header[i] != ' ' && header[i] != '\t') return false;
+    while (i < header.size() && (header[i] == ' ' || header[i] == '\t')) ++i;
+    std::string_view key = std::string_view(header).substr(i);
+    // Constant time in the key's contents: the whole of both strings is always compared.
+    unsigned diff = key.size() == api_key.size() ? 0u : 1u;
+    for (size_t k = 0; k < key.size(); ++k) {
+        diff |= static_cast<unsigned>(static_cast<unsigned char>(key[k]) ^
+                                      static_cast<unsigned char>(api_key[k % api_key.size()]));
+    }
+    return diff == 0;
+}
+
+std::string host_name_of(const std::string& host_header) {
+    std::string h = host_header;
+    if (!h.empty() && h.front() == '[') { // [v6]:port
+        size_t close = h.find(']');
+        h = close == std::string::npos ? h.substr(1) : h.substr(1, close - 1);
+    } else if (std::count(h.begin(), h.end(), ':') == 1) {
+        h = h.substr(0, h.find(':'));
+    }
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return h;
 }
 
 namespace {
@@ -47,11 +93,70 @@ bool HttpServer::State::admit(const std::string& endpoint, httplib::Response& re
     return true;
 }
 
+std::optional<ApiError> HttpServer::State::resolve_max_tokens(int n_prompt, const char* prompt_field,
+                                                              bool max_tokens_set, std::optional<int> cap,
+                                                              int& max_tokens) const {
+    const int ctx = backend.context_length();
+    if (n_prompt >= ctx) return context_too_long(prompt_field, n_prompt, ctx);
+    auto resolved =
+        backend.resolve_max_tokens(n_prompt, max_tokens_set ? std::optional<int>(max_tokens) : std::nullopt);
+    if (!resolved.ok()) {
+        ApiError e = invalid_param(max_tokens_set ? "max_tokens" : prompt_field, resolved.status().message());
+        e.code = resolved.status().code() == core::StatusCode::kResourceExhausted ? "kv_cache_too_small"
+                                                                                  : "context_length_exceeded";
+        return e;
+    }
+    max_tokens = max_tokens_set || !cap ? *resolved : std::min(*resolved, *cap);
+    return std::nullopt;
+}
+
 std::string HttpServer::State::new_id(const char* prefix) {
     return std::string(prefix) + std::to_string(start_time) + "-" + std::to_string(next_id++);
 }
 
 namespace {
+
+// Reads the whole body, stopping as soon as it passes max_body_bytes (413) or body_timeout_ms (408).
+std::optional<ApiError> read_body(const ServerConfig& c, const httplib::Request& req,
+                                  const httplib::ContentReader& reader, std::string& body) {
+    auto too_large = [&c] {
+        return ApiError{413, "invalid_request_error",
+                        "request body too large (limit " + std::to_string(c.max_body_bytes) + " bytes)", "",
+                        "body_too_large"};
+    };
+    if (req.has_header("Content-Length")) { // refused unread
+        const std::string len = req.get_header_value("Content-Length");
+        char* end = nullptr;
+        unsigned long long n = std::strtoull(len.c_str(), &end, 10);
+        if (len.empty() || *end != '\0' || n > c.max_body_bytes) return too_large();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(c.body_timeout_ms);
+    bool over = false, too_slow = false;
+    bool ok = reader([&](const char* data, size_t len) {
+        if (body.size() + len > c.max_body_bytes) {
+            over = true;
+            return false;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            too_slow = true;
+            return false;
+        }
+        body.append(data, len);
+        return true;
+    });
+    if (over) {
+        body.clear();
+        body.shrink_to_fit();
+        return too_large();
+    }
+    if (too_slow) {
+        return ApiError{408, "invalid_request_error",
+                        "request body not received within " + std::to_string(c.body_timeout_ms) + " ms", "",
+                        "request_timeout"};
+    }
+    if (!ok) return ApiError{400, "invalid_request_error", "could not read the request body", "", "bad_body"};
+    return std::nullopt;
+}
 
 void install_routes(HttpServer::State& s) {
     httplib::Server& http = s.http;
@@ -64,11 +169,25 @@ void install_routes(HttpServer::State& s) {
     http.set_tcp_nodelay(true);
 
     http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+        // /health stays open to probes by address; everything else answers only to the allowed names.
+        if (!s.config.allowed_hosts.empty() && req.path != "/health") {
+            std::string host = host_name_of(req.get_header_value("Host"));
+            const auto& allowed = s.config.allowed_hosts;
+            if (std::find(allowed.begin(), allowed.end(), host) == allowed.end()) {
+                s.send_error(req.path,
+                             ApiError{403, "invalid_request_error",
+                                      "Host '" + req.get_header_value("Host") +
+                                          "' is not allowed (see --allowed-hosts)",
+                                      "", "host_not_allowed"},
+                             res);
+                return httplib::Server::HandlerResponse::Handled;
+            }
+        }
         if (s.config.api_key.empty() || req.path.rfind("/v1/", 0) != 0) {
             return httplib::Server::HandlerResponse::Unhandled;
         }
-        std::string auth = req.get_header_value("Authorization");
-        if (auth == "Bearer " + s.config.api_key) return httplib::Server::HandlerResponse::Unhandled;
+        if (authorization_matches(req.get_header_value("Authorization"), s.config.api_key))
+            return httplib::Server::HandlerResponse::Unhandled;
         s.send_error(req.path, unauthorized(), res);
         return httplib::Server::HandlerResponse::Handled;
     });
@@ -91,10 +210,24 @@ void install_routes(HttpServer::State& s) {
                      res);
     });
 
-    http.Post("/v1/chat/completions",
-              [&s](const httplib::Request& req, httplib::Response& res) { handle_chat(s, req, res); });
-    http.Post("/v1/completions",
-              [&s](const httplib::Request& req, httplib::Response& res) { handle_completion(s, req, res); });
+    // The body is read here rather than by httplib, which does not limit a chunked body's size.
+    auto post = [&s](void (*handler)(HttpServer::State&, const std::string&, httplib::Response&)) {
+        return [&s, handler](const httplib::Request& req, httplib::Response& res,
+                             const httplib::ContentReader& reader) {
+            if (s.draining) {
+                res.set_header("Connection", "close");
+                return s.send_error(req.path, shutting_down(), res);
+            }
+            std::string body;
+            if (auto e = read_body(s.config, req, reader, body)) {
+                res.set_header("Connection", "close"); // the rest of the body is never read
+                return s.send_error(req.path, *e, res);
+            }
+            handler(s, body, res);
+        };
+    };
+    http.Post("/v1/chat/completions", post(handle_chat));
+    http.Post("/v1/completions", post(handle_completion));
     http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
         detail::json model = {{"id", s.model_name},
                               {"object", "model"},
@@ -106,8 +239,10 @@ void install_routes(HttpServer::State& s) {
         res.set_content(detail::dump_json(body), "application/json");
     });
     http.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
-        s.metrics.count_request("/health", 200);
-        res.set_content("{\"status\":\"ok\"}", "application/json");
+        bool draining = s.draining;
+        res.status = draining ? 503 : 200;
+        s.metrics.count_request("/health", res.status);
+        res.set_content(draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}", "application/json");
     });
     http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
         res.set_content(s.metrics.render(s.backend.stats()), "text/plain; version=0.0.4");
@@ -127,13 +262,22 @@ HttpServer::~HttpServer() {
     stop();
 }
 
+namespace {
+// httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and take most of its
+// connections; SO_REUSEADDR alone still allows a restart over TIME_WAIT but fails on a live listener.
+void listen_socket_options(socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+} // namespace
+
 core::Result<int> HttpServer::bind() {
     const ServerConfig& c = state_->config;
     // httplib listens with a backlog of 5, which resets connections when hundreds arrive at once: catch the
     // listening socket as it is created and listen again with a deep backlog.
     int listen_fd = -1;
     state_->http.set_socket_options([&listen_fd](socket_t sock) {
-        httplib::default_socket_options(sock);
+        listen_socket_options(sock);
         if (listen_fd < 0) listen_fd = sock;
     });
     int port = c.port;
@@ -141,9 +285,10 @@ core::Result<int> HttpServer::bind() {
         port = state_->http.bind_to_any_port(c.host);
         if (port < 0) return core::unavailable("cannot bind " + c.host + " to a free port");
     } else if (!state_->http.bind_to_port(c.host, port)) {
-        return core::unavailable("cannot bind " + c.host + ":" + std::to_string(port));
+        return core::unavailable("cannot bind " + c.host + ":" + std::to_string(port) +
+                                 " (is another server using the port?)");
     }
-    state_->http.set_socket_options(httplib::default_socket_options);
+    state_->http.set_socket_options(listen_socket_options);
     state_->port = port;
     if (listen_fd >= 0 && ::listen(listen_fd, 4096) != 0) return core::unavailable("listen() failed");
     return port;
@@ -152,6 +297,27 @@ core::Result<int> HttpServer::bind() {
 core::Status HttpServer::serve() {
     if (!state_->http.listen_after_bind()) return core::unavailable("the HTTP server stopped with an error");
     return core::Status();
+}
+
+void HttpServer::shutdown(const std::string& reason) {
+    State& s = *state_;
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(s.config.drain_timeout_ms);
+    DI_LOG(Info) << reason << ": draining " << s.inflight.load() << " in-flight requests (up to "
+                 << s.config.drain_timeout_ms << " ms)";
+    s.draining = true;
+    while (s.inflight > 0 && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (int left = s.inflight; left > 0) {
+        DI_LOG(Warn) << "drain timeout: ending " << left << " requests with an error";
+        s.cut = true;
+        // Each responder notices within one poll (<= 100 ms) and writes its last event.
+        const auto grace = Clock::now() + std::chrono::seconds(5);
+        while (s.inflight > 0 && Clock::now() < grace)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    DI_LOG(Info) << "drained; stopping";
+    stop();
 }
 
 void HttpServer::stop() {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "server/backend.h"
@@ -14,16 +15,32 @@ namespace deepinfer::server {
 
 struct ServerConfig {
     std::string host = "127.0.0.1";
-    int port = 8000;               // 0: any free port
-    std::string api_key;           // empty: no authentication
-    std::string served_model_name; // empty: the backend's model name
-    int max_inflight = 256;        // generation requests admitted at once; beyond that -> 429
-    int http_threads = 512;        // connections served at once (streams hold one each)
-    size_t max_body_bytes = 32u << 20;
+    int port = 8000;     // 0: any free port
+    std::string api_key; // empty: no authentication
+    // Host header values (host names, ports ignored) served; empty: any. Guards a keyless server against
+    // DNS rebinding. default_allowed_hosts() gives the usual choice.
+    std::vector<std::string> allowed_hosts;
+    std::string served_model_name;     // empty: the backend's model name
+    int max_inflight = 256;            // generation requests admitted at once; beyond that -> 429
+    int http_threads = 512;            // connections served at once (streams hold one each)
+    size_t max_body_bytes = 32u << 20; // enforced while reading, chunked bodies included -> 413
+    int body_timeout_ms = 30000;       // a request body must arrive within this -> 408
+    int drain_timeout_ms = 30000;      // shutdown(): in-flight requests get this long to finish
     int heartbeat_ms = 500;         // idle streams write a keep-alive this often, which detects disconnects
     bool enable_test_hooks = false; // honour deepinfer_test.forced_output (tests only)
     int max_n = 16;
 };
+
+// The loopback names (localhost, 127.0.0.1, ::1) when `host` is a loopback address and there is no API key
+// (a browser page could otherwise reach the server by DNS rebinding); empty (any Host) otherwise.
+std::vector<std::string> default_allowed_hosts(const std::string& host, const std::string& api_key);
+
+// "Bearer KEY" with the scheme in any case (RFC 7235) and KEY equal to `api_key`, compared in constant time.
+bool authorization_matches(const std::string& header, const std::string& api_key);
+
+// The host name of a Host header value: "example.com:8000" -> "example.com", "[::1]:80" -> "::1",
+// lower-cased.
+std::string host_name_of(const std::string& host_header);
 
 class HttpServer {
 public:
@@ -36,6 +53,10 @@ public:
     core::Result<int> bind();
     // Serves until stop(); call after bind().
     core::Status serve();
+    // Graceful: logs `reason`, refuses new generation requests (503) and reports /health as draining, lets
+    // in-flight requests finish for up to drain_timeout_ms, then ends the rest (streams with an error event
+    // and [DONE]) and stops. Call from another thread than serve()'s; serve() then returns.
+    void shutdown(const std::string& reason);
     void stop();
 
     struct State;

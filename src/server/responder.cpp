@@ -66,6 +66,15 @@ bool Responder::step(httplib::DataSink& sink) {
         if (out.finish_reason) s_.metrics.finished(*out.finish_reason);
         on_output(i, out, buf);
     }
+    if (s_.cut && !gen_->done()) { // the server's drain timed out: end with an error now
+        gen_->abort_all();
+        if (error_.ok()) error_ = core::unavailable("the server is shutting down (drain timeout reached)");
+        buf += finale();
+        completed_ = true;
+        if (!sink.write(buf.data(), buf.size())) return false;
+        sink.done();
+        return true;
+    }
     if (gen_->done()) {
         buf += finale();
         completed_ = true;

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <httplib.h>
@@ -21,6 +22,8 @@ struct HttpServer::State {
     ParserLimits limits;
     ServerMetrics metrics;
     std::atomic<int> inflight{0};
+    std::atomic<bool> draining{false}; // shutting down: no new generation requests
+    std::atomic<bool> cut{false};      // the drain timed out: streams end now with an error event
     std::atomic<uint64_t> next_id{1};
     long long start_time = 0;
     int port = 0; // bound port
@@ -31,11 +34,17 @@ struct HttpServer::State {
     // Reserves an in-flight slot; false (and a 429 sent) when the server is full.
     bool admit(const std::string& endpoint, httplib::Response& res);
     void release() { metrics.set_http_inflight(--inflight); }
+    // Before anything starts: fills `max_tokens` for a prompt of n_prompt tokens (unset: the engine's
+    // default, capped at `cap` when given), or returns the error naming the field at fault: the prompt
+    // field when it alone cannot fit, else max_tokens, with the numbers.
+    std::optional<ApiError> resolve_max_tokens(int n_prompt, const char* prompt_field, bool max_tokens_set,
+                                               std::optional<int> cap, int& max_tokens) const;
     std::string new_id(const char* prefix);
 };
 
-void handle_chat(HttpServer::State& s, const httplib::Request& req, httplib::Response& res);
-void handle_completion(HttpServer::State& s, const httplib::Request& req, httplib::Response& res);
+// `body` is the whole request body, read within the size and time limits.
+void handle_chat(HttpServer::State& s, const std::string& body, httplib::Response& res);
+void handle_completion(HttpServer::State& s, const std::string& body, httplib::Response& res);
 
 inline double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

@@ -67,7 +67,9 @@ TEST(EngineSampling, SeededRequestsAreBatchInvariant) {
         ASSERT_TRUE(r.ok);
         for (const Request& q : mine)
             EXPECT_EQ(r.tokens.at(q.id)[0], alone[q.id]) << q.id << " variant " << variant;
-        if (variant == 2) EXPECT_GT(r.counters.preemptions, 0);
+        if (variant == 2) {
+            EXPECT_GT(r.counters.preemptions, 0);
+        }
     }
 }
 
@@ -186,7 +188,9 @@ TEST(EngineSampling, StopIdsMinTokensIgnoreEosAndLength) {
     const auto& mt = mr.tokens.at("st")[0];
     ASSERT_GE(mt.size(), 5u);
     for (size_t i = 0; i + 1 < 5 && i < mt.size(); ++i) EXPECT_NE(mt[i], free_run[2]);
-    if (mr.finish.at("st")[0] == "stop") EXPECT_EQ(mt.back(), free_run[2]);
+    if (mr.finish.at("st")[0] == "stop") {
+        EXPECT_EQ(mt.back(), free_run[2]);
+    }
 }
 
 TEST(EngineSampling, EosStopsUnlessIgnored) {

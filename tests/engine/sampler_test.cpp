@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 
 #include "engine/sampler.h"
 
@@ -235,6 +237,50 @@ TEST(Sampler, EverythingMaskedOrNanDoesNotCrash) {
     p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}, {2, -INFINITY}};
     int32_t t = s.sample(input(l, p)).token;
     EXPECT_TRUE(t >= 0 && t < 3);
+}
+
+// The token an inverse-CDF walk over the sorted reference distribution takes at u; -1 when u lies within
+// `eps` of a cumulative boundary (the two sum in different orders and precisions, so such u may differ).
+int32_t reference_draw(const std::vector<std::pair<int32_t, double>>& dist, double u, double eps) {
+    double cum = 0.0;
+    for (const auto& [t, prob] : dist) {
+        cum += prob;
+        if (std::abs(u - cum) < eps) return -1;
+        if (u < cum) return t;
+    }
+    return dist.back().first;
+}
+
+TEST(Sampler, DrawWithoutSortingMatchesTheSortedDistribution) {
+    // Random logits over vocabularies up to the real one's size, shapes from flat to peaked, ties, masked
+    // entries, and every combination of temperature / top-k / top-p / min-p; u on a grid plus edges.
+    std::mt19937_64 rng(7);
+    Sampler s;
+    int compared = 0;
+    for (int trial = 0; trial < 60; ++trial) {
+        const int vocab = trial % 20 == 0 ? 129280 : 1 + static_cast<int>(rng() % 3000);
+        const double spread = std::vector<double>{0.01, 0.5, 2.0, 8.0, 40.0}[trial % 5];
+        std::normal_distribution<double> normal(0.0, spread);
+        std::vector<float> l(vocab);
+        for (auto& v : l) v = static_cast<float>(normal(rng));
+        for (int i = 0; i < vocab / 50; ++i) l[rng() % vocab] = l[rng() % vocab]; // ties
+        for (int i = 0; i < vocab / 20; ++i) l[rng() % vocab] = -std::numeric_limits<float>::infinity();
+        SamplingParams p;
+        p.temperature = std::vector<float>{0.3f, 0.7f, 1.0f, 1.5f}[trial % 4];
+        if (trial % 3 == 0) p.top_k = 1 + static_cast<int>(rng() % 200);
+        if (trial % 2 == 0) p.top_p = std::vector<float>{0.1f, 0.5f, 0.9f, 0.95f}[(trial / 2) % 4];
+        if (trial % 5 == 1) p.min_p = std::vector<float>{0.01f, 0.1f, 0.5f}[(trial / 5) % 3];
+        const auto dist = Sampler::final_distribution(l, p);
+        std::vector<double> us = {0.0, 1.0 - 1e-12};
+        for (int i = 0; i < 64; ++i) us.push_back((i + 0.5) / 64.0);
+        for (double u : us) {
+            int32_t want = reference_draw(dist, u, 1e-5); // draw() sums float masses
+            if (want < 0) continue;
+            ASSERT_EQ(s.draw(l, p, u), want) << "trial " << trial << " vocab " << vocab << " u " << u;
+            ++compared;
+        }
+    }
+    EXPECT_GT(compared, 60 * 60);
 }
 
 TEST(SamplingParams, ValidationNamesTheField) {

@@ -305,8 +305,9 @@ TEST(Synthetic, SameSeedSameBytesOtherSeedDiffers) {
         const std::string name = e.path().filename().string();
         ++files;
         EXPECT_EQ(read_file(a.path() + "/" + name), read_file(b.path() + "/" + name)) << name;
-        if (name.find(".safetensors") != std::string::npos && name.find("index") == std::string::npos)
+        if (name.find(".safetensors") != std::string::npos && name.find("index") == std::string::npos) {
             EXPECT_NE(read_file(a.path() + "/" + name), read_file(d.path() + "/" + name)) << name;
+        }
     }
     EXPECT_GE(files, 4); // config, index, >= 2 shards
 }

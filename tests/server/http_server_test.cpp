@@ -213,5 +213,51 @@ TEST_F(HttpServerTest, ClientDisconnectAbortsTheRequest) {
     EXPECT_NE(met->body.find("status=\"499\"} 1"), std::string::npos);
 }
 
+TEST_F(HttpServerTest, ShutdownDrainsThenEndsStreamsWithAnErrorAndDone) {
+    FakeBackendConfig fake;
+    fake.step_delay_us = 5000;
+    ServerConfig cfg;
+    cfg.drain_timeout_ms = 1000;
+    start(cfg, fake);
+    // Two short streams finish during the drain; two long ones are cut when it times out.
+    std::vector<std::string> bodies(4);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < 4; ++i) {
+        clients.emplace_back([this, i, &bodies] {
+            json body = {{"model", "fake-v4"},
+                         {"prompt", "p" + std::to_string(i)},
+                         {"stream", true},
+                         {"max_tokens", i < 2 ? 5 : 3000}};
+            httplib::Client c("127.0.0.1", port_);
+            c.set_read_timeout(30);
+            auto r = c.Post("/v1/completions", body.dump(), "application/json");
+            if (r) bodies[i] = r->body;
+        });
+    }
+    for (int i = 0; i < 500 && backend_->live_requests() < 4; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(backend_->live_requests(), 4);
+    server_->shutdown("test shutdown");
+    thread_.join(); // serve() returned
+    for (auto& c : clients) c.join();
+    for (int i = 0; i < 4; ++i) {
+        auto events = sse_data(bodies[i]);
+        ASSERT_FALSE(events.empty()) << i;
+        EXPECT_EQ(events.back(), "[DONE]") << i;
+        bool finished = false, errored = false;
+        for (size_t k = 0; k + 1 < events.size(); ++k) {
+            json e = json::parse(events[k]);
+            errored = errored || e.contains("error");
+            if (e.contains("choices") && !e["choices"].empty())
+                finished = finished || !e["choices"][0]["finish_reason"].is_null();
+        }
+        EXPECT_EQ(finished, i < 2) << i << ": " << bodies[i].substr(bodies[i].size() - 300);
+        EXPECT_EQ(errored, i >= 2) << i;
+    }
+    wait_idle();
+    EXPECT_EQ(backend_->live_requests(), 0);
+}
+
 } // namespace
 } // namespace deepinfer::server

@@ -119,7 +119,9 @@ TEST(ChoicePipeline, ToolCallsMakeFinishReasonToolCalls) {
 
 TEST(Generation, ForcedOutputRunsWithoutTheEngineAndHonoursMaxTokens) {
     FakeBackend b;
-    ChoiceSpec spec{ids(b, "prompt"), {}, "hello world"};
+    ChoiceSpec spec;
+    spec.prompt = ids(b, "prompt");
+    spec.forced_output = "hello world";
     spec.sampling.max_tokens = 5;
     Generation g(b, "req-forced", {spec}, {}, false, {});
     ASSERT_TRUE(g.start().ok());

@@ -2,6 +2,8 @@
 
 #include "model/deepseek_v4/config.h"
 
+#include <cstdint>
+
 namespace deepinfer::model::deepseek_v4 {
 namespace {
 
@@ -32,6 +34,11 @@ core::Status ModelConfig::validate(const std::string& src) const {
     };
     for (const auto& [name, v] : positive)
         if (v <= 0) return field_error(src, name, "must be positive, got " + std::to_string(v));
+    // Positions and context lengths are 32-bit downstream (engine, server): refuse rather than truncate.
+    if (max_position_embeddings > INT32_MAX)
+        return field_error(src, "max_position_embeddings",
+                           std::to_string(max_position_embeddings) +
+                               " exceeds the largest supported context, " + std::to_string(INT32_MAX));
     if (num_key_value_heads != 1)
         return field_error(src, "num_key_value_heads",
                            "must be 1 (shared K=V), got " + std::to_string(num_key_value_heads));

@@ -26,8 +26,11 @@ def read_text(path):
 
 
 class Server:
-    def __init__(self, *extra, api_key=None, fake_step_us=500, fake_context=4096, env=None):
+    def __init__(self, *extra, api_key=None, fake_step_us=500, fake_context=4096, env=None, model_dir=None):
+        """model_dir: None serves DEEPINFER_TEST_MODEL (or the fake backend when unset), "" the fake backend,
+        else that model directory."""
         self.extra = list(extra)
+        self.model_dir = MODEL_DIR if model_dir is None else model_dir
         self.env = dict(os.environ, **(env or {}))
         self.api_key = api_key
         self.fake_step_us = fake_step_us
@@ -39,8 +42,8 @@ class Server:
         port_file = os.path.join(self.tmp.name, "port")
         cmd = [BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file,
                "--enable-test-hooks", "--log-level", "warn"]
-        if MODEL_DIR:
-            cmd += ["--model", MODEL_DIR]
+        if self.model_dir:
+            cmd += ["--model", self.model_dir]
         else:
             cmd += ["--backend", "fake", "--fake-step-us", str(self.fake_step_us),
                     "--fake-context", str(self.fake_context)]
@@ -66,7 +69,11 @@ class Server:
         else:
             self.kill()
             raise RuntimeError("server did not start: " + self.read_log())
-        models = json.loads(self.get("/v1/models"))
+        try:
+            models = json.loads(self.get("/v1/models"))
+        except Exception:
+            self.kill()
+            raise
         self.model = models["data"][0]["id"]
         self.context = models["data"][0]["max_model_len"]
         return self

@@ -280,11 +280,13 @@ class Disconnect(unittest.TestCase):
             before = s.metrics().get('deepinfer_requests_total{endpoint="/v1/completions",status="499"}', 0)
             data = json.dumps(body).encode()
             sock = socket.create_connection(("127.0.0.1", s.port), timeout=30)
-            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
             received = b""
             while received.count(b"data: {") < 3:  # a few chunks: it is generating
-                received += sock.recv(4096)
+                data = sock.recv(4096)
+                self.assertTrue(data, received)
+                received += data
             self.assertEqual(s.metrics()["deepinfer_num_requests_running"], 1)
             sock.close()  # the client goes away mid-stream
             deadline = time.time() + 30

@@ -162,8 +162,8 @@ class Fuzz(unittest.TestCase):
                 b"POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
                 b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\nxx\r\n",
                 b"POST /v1/completions HTTP/1.1\r\n" + b"X-A: " + b"a" * 100000 + b"\r\n\r\n",
-                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
-                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}",
                 b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n",
                 b"\xff\xfe\r\n\r\n",
             ]
@@ -180,7 +180,7 @@ class Fuzz(unittest.TestCase):
             # A stream abandoned halfway must not hurt the server either.
             with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
                 body = json.dumps({"model": s.model, "prompt": "x", "max_tokens": 500, "stream": True}).encode()
-                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
                 sock.recv(100)
             self.assertEqual(requests.get(s.url("/health"), timeout=10).status_code, 200)
