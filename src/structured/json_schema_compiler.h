@@ -313,9 +313,11 @@ public:
         return std::optional<int64_t>(v.get<int64_t>());
     }
 
-    static std::string repeat(const std::string& item, int64_t min, std::optional<int64_t> max) {
-        if (!max) return min == 0 ? "( " + item + " )*" : "( " + item + " ){" + std::to_string(min) + ",}";
-        return "( " + item + " ){" + std::to_string(min) + "," + std::to_string(*max) + "}";
+    // max < 0: unbounded. (A plain integer: GCC 12 reports std::optional<int64_t> temporaries here as
+    // maybe-uninitialized, a false positive that -Werror turns into a build failure.)
+    static std::string repeat(const std::string& item, int64_t min, int64_t max) {
+        if (max < 0) return min == 0 ? "( " + item + " )*" : "( " + item + " ){" + std::to_string(min) + ",}";
+        return "( " + item + " ){" + std::to_string(min) + "," + std::to_string(max) + "}";
     }
 
     core::Result<std::string> visit_type(const Json& s, const std::string& type, const std::string& where) {
@@ -358,7 +360,7 @@ public:
             }
         }
         if (!min_len && !max_len) return std::string("jstring");
-        return "\"\\\"\" " + repeat("jchar", min_len.value_or(0), max_len) + " \"\\\"\"";
+        return "\"\\\"\" " + repeat("jchar", min_len.value_or(0), max_len.value_or(-1)) + " \"\\\"\"";
     }
 
     core::Result<std::string> visit_number(const Json& s, bool integer, const std::string& where) {
@@ -438,8 +440,7 @@ public:
             body = "\"[\" ws";
             for (std::size_t i = 0; i < prefix.size(); ++i) body += (i ? " ws \",\" ws " : " ") + prefix[i];
             if (more && (!max_items || *max_items > n)) {
-                const std::optional<int64_t> extra =
-                    max_items ? std::optional<int64_t>(*max_items - n) : std::nullopt;
+                const int64_t extra = max_items ? *max_items - n : -1;
                 body += " " + repeat("ws \",\" ws " + item, 0, extra);
             }
             body += " ws \"]\"";
@@ -451,8 +452,7 @@ public:
             } else if (max_items && *max_items == 0) {
                 body = "\"[\" ws \"]\"";
             } else {
-                const std::optional<int64_t> rest =
-                    max_items ? std::optional<int64_t>(*max_items - 1) : std::nullopt;
+                const int64_t rest = max_items ? *max_items - 1 : -1;
                 std::string items = item + " " + repeat("ws \",\" ws " + item, mn > 0 ? mn - 1 : 0, rest);
                 body = "\"[\" ws " + (mn > 0 ? items : "( " + items + " )?") + " ws \"]\"";
             }
@@ -523,7 +523,7 @@ public:
                 if (mn > 1)
                     return error(where, "minProperties > 1 without declared properties is not supported");
                 const std::string kv = "jstring ws \":\" ws " + value;
-                const std::optional<int64_t> rest = max_p ? std::optional<int64_t>(*max_p - 1) : std::nullopt;
+                const int64_t rest = max_p ? *max_p - 1 : -1;
                 const std::string items = kv + " " + repeat("ws \",\" ws " + kv, 0, rest);
                 body = "\"{\" ws " + (mn > 0 ? items : "( " + items + " )?") + " ws \"}\"";
             }

@@ -52,14 +52,14 @@ TEST(DsmlTools, CallsFollowTheToolSchemas) {
 }
 
 TEST(DsmlTools, NamedToolAndSingleCall) {
-    auto gbnf = dsml_tool_calls_gbnf(kTools, {.only = {"ping"}, .max_calls = 1});
+    auto gbnf = dsml_tool_calls_gbnf(kTools, {.only = {"ping"}, .max_calls = 1, .json = {}});
     ASSERT_TRUE(gbnf.ok()) << gbnf.status().to_string();
     auto g = testing_util::compile(*gbnf);
     ASSERT_TRUE(g) << testing_util::last_error();
     EXPECT_TRUE(testing_util::matches(g, block(call("ping", ""))));
     EXPECT_FALSE(testing_util::matches(g, block(call("get_weather", kLoc))));
     EXPECT_FALSE(testing_util::matches(g, block(call("ping", "") + "\n" + call("ping", ""))));
-    auto none = dsml_tool_calls_gbnf(kTools, {.only = {"nope"}});
+    auto none = dsml_tool_calls_gbnf(kTools, {.only = {"nope"}, .max_calls = 0, .json = {}});
     ASSERT_FALSE(none.ok());
     EXPECT_NE(none.status().message().find("none of the allowed tools"), std::string::npos);
     auto bad =
