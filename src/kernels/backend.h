@@ -30,6 +30,8 @@ public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;
     virtual BufferPtr alloc_floats(int64_t n) = 0;
+    // The CPU pool parallel loops run on (nullptr = core::ThreadPool::global()); a device backend ignores it.
+    virtual void set_thread_pool(core::ThreadPool* pool) {}
 
     Workspace& workspace() { return ws_; }
     Profiler& profiler() { return prof_; }

@@ -15,12 +15,10 @@ class ThreadPool;
 namespace deepinfer::model {
 
 // How a runner (the engine, bench, generate) will drive the model: the model plans its workspace once from
-// the largest step, and runs every parallel loop on `pool`, which the runner owns and keeps alive
-// (nullptr = core::ThreadPool::global(), for tools).
+// the largest step.
 struct RuntimeSpec {
     int64_t max_num_batched_tokens = 0; // tokens in one forward
     int32_t max_num_seqs = 0;           // chunks in one forward
-    core::ThreadPool* pool = nullptr;
 };
 
 struct KvCacheSpec {
@@ -41,9 +39,11 @@ public:
     // Allocate (or reallocate) the block pool and the slots. Everything previously stored is dropped.
     virtual core::Status init_kv_cache(const KvCacheSpec& spec) = 0;
 
-    // Plan the step workspace and adopt the runner's pool. Optional: without it the workspace grows on the
-    // first steps (allocating then) and the process-wide pool is used.
+    // Plan the step workspace. Optional: without it the workspace grows on the first steps (allocating then).
     virtual core::Status configure_runtime(const RuntimeSpec& spec) { return core::Status(); }
+    // Run every parallel loop on `pool`, owned by the runner, which keeps it alive until it sets another
+    // (nullptr = core::ThreadPool::global(), the fallback for tools).
+    virtual void set_thread_pool(core::ThreadPool* pool) {}
     // The op census of every forward (kernels/profiler.h), or nullptr when the model keeps none.
     virtual kernels::Profiler* profiler() { return nullptr; }
 

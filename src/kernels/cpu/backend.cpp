@@ -34,7 +34,13 @@ void linear_on(const MatmulArgs& args, core::ThreadPool* pool) {
     kernels::matmul(a);
 }
 
-CpuBackend::CpuBackend(core::ThreadPool* pool) : pool_(pool ? pool : &core::ThreadPool::global()) {}
+CpuBackend::CpuBackend(core::ThreadPool* pool) {
+    set_thread_pool(pool);
+}
+
+void CpuBackend::set_thread_pool(core::ThreadPool* pool) {
+    pool_ = pool ? pool : &core::ThreadPool::global();
+}
 
 BufferPtr CpuBackend::alloc_floats(int64_t n) {
     float* p = new float[static_cast<size_t>(std::max<int64_t>(n, 1))]();
@@ -123,7 +129,9 @@ void CpuBackend::run_moe_routing(const MoeRoutingParams& p) {
 }
 
 void CpuBackend::run_moe_experts(const MoeExpertsParams& p) {
-    cpu::moe_experts(p, pool_, workspace());
+    const LinearHook hook{
+        [](void* self, const MatmulArgs& a) { static_cast<CpuBackend*>(self)->run_linear(a); }, this};
+    cpu::moe_experts(p, hook, workspace());
 }
 
 } // namespace deepinfer::kernels::cpu

@@ -11,6 +11,7 @@ public:
     explicit CpuBackend(core::ThreadPool* pool);
     const char* name() const override { return "cpu"; }
     BufferPtr alloc_floats(int64_t n) override;
+    void set_thread_pool(core::ThreadPool* pool) override;
     core::ThreadPool& pool() { return *pool_; }
 
 protected:
@@ -35,7 +36,13 @@ private:
 // The threaded versions (tested against ref/ in tests/kernels). Scratch comes from ws (released on return).
 void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws);
 void sparse_attention(const SparseAttentionParams& p, core::ThreadPool& pool, Workspace& ws);
-void moe_experts(const MoeExpertsParams& p, core::ThreadPool* pool, Workspace& ws);
+// The experts' matmuls go through `linear` (the backend's run_linear, so a decorator sees them).
+struct LinearHook {
+    void (*fn)(void* ctx, const MatmulArgs& a);
+    void* ctx;
+    void operator()(const MatmulArgs& a) const { fn(ctx, a); }
+};
+void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws);
 // y = x W^T on `pool` (the matmul entry point, with the pool when MatmulArgs carries one).
 void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
 

@@ -1,15 +1,14 @@
 // Grouped experts: tokens grouped per expert (only experts some row selected run, each once over all of
 // its rows, so its weights are read once per step whatever the batch), the shared expert as one more group
-// over the live rows. Buffers come from the workspace; matmuls run on the backend's pool.
+// over the live rows. Buffers come from the workspace; matmuls run through the backend's linear.
 
 #include <algorithm>
 
-#include "core/thread_pool.h"
 #include "kernels/cpu/backend.h"
 
 namespace deepinfer::kernels::cpu {
 
-void moe_experts(const MoeExpertsParams& p, core::ThreadPool* pool, Workspace& ws) {
+void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws) {
     const int64_t T = p.T, D = p.D, K = p.K;
     int64_t I = p.shared ? p.shared->w1->rows : 0;
     for (int64_t e = 0; e < p.E; ++e) I = std::max(I, p.experts[e].w1->rows);
@@ -50,8 +49,8 @@ void moe_experts(const MoeExpertsParams& p, core::ThreadPool* pool, Workspace& w
         const ExpertRef& ex = shared ? *p.shared : p.experts[e];
         const int64_t Ie = ex.w1->rows;
         for (int64_t i = 0; i < n; ++i) std::copy_n(p.x + rows[i] * D, D, xe + i * D);
-        linear_on(linear_args(xe, n, *ex.w1, g), pool);
-        linear_on(linear_args(xe, n, *ex.w3, u), pool);
+        linear(linear_args(xe, n, *ex.w1, g));
+        linear(linear_args(xe, n, *ex.w3, u));
         const float limit = p.swiglu_limit;
         for (int64_t i = 0; i < n * Ie; ++i) {
             float gi = g[i], ui = u[i];
@@ -61,7 +60,7 @@ void moe_experts(const MoeExpertsParams& p, core::ThreadPool* pool, Workspace& w
             }
             g[i] = silu(gi) * ui;
         }
-        linear_on(linear_args(g, n, *ex.w2, ye), pool);
+        linear(linear_args(g, n, *ex.w2, ye));
         for (int64_t i = 0; i < n; ++i) {
             float* o = p.out + rows[i] * D;
             const float* y = ye + i * D;

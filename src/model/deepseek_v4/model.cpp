@@ -69,15 +69,19 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch) + takes * 128;
 }
 
+void DeepseekV4Model::set_backend(std::unique_ptr<kernels::Backend> backend) {
+    DI_CHECK(backend != nullptr);
+    cache_ = KvCache();
+    backend_ = std::move(backend);
+    if (runtime_.max_num_batched_tokens > 0)
+        backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
+}
+
 core::Status DeepseekV4Model::configure_runtime(const RuntimeSpec& spec) {
     if (spec.max_num_batched_tokens <= 0 || spec.max_num_seqs <= 0)
         return core::invalid_argument(
             "configure_runtime: max_num_batched_tokens and max_num_seqs must be positive");
     runtime_ = spec;
-    // A new backend on the runner's pool; the KV state, if any, is re-created on it by init_kv_cache.
-    if (cache_.initialized())
-        return core::failed_precondition("configure_runtime: call it before init_kv_cache");
-    backend_ = kernels::make_cpu_backend(spec.pool);
     backend_->workspace().reserve(workspace_bytes(spec.max_num_batched_tokens));
     covered_.reserve(spec.max_num_batched_tokens);
     return core::Status();

@@ -29,6 +29,7 @@ public:
     core::Result<KvGeometry> kv_geometry(int64_t block_size) const override;
     core::Status init_kv_cache(const KvCacheSpec& spec) override;
     core::Status configure_runtime(const RuntimeSpec& spec) override;
+    void set_thread_pool(core::ThreadPool* pool) override { backend_->set_thread_pool(pool); }
     kernels::Profiler* profiler() override { return &backend_->profiler(); }
     core::Status forward(const ForwardBatch& batch, float* logits) override;
     void copy_block(int32_t src, int32_t dst) override { cache_.copy_block(src, dst); }
@@ -40,6 +41,8 @@ public:
     const ModelWeights& weights() const { return weights_; }
     const weights::Checkpoint& checkpoint() const { return *ckpt_; }
     kernels::Backend& backend() { return *backend_; }
+    // Swap the backend (a device one, or a test's decorator). Drops the KV state: call init_kv_cache after.
+    void set_backend(std::unique_ptr<kernels::Backend> backend);
     // Workspace bytes a forward of T tokens (any chunking) needs; configure_runtime reserves it.
     int64_t workspace_bytes(int64_t T) const;
 
