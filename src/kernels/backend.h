@@ -32,6 +32,8 @@ public:
     virtual BufferPtr alloc_floats(int64_t n) = 0;
     // The CPU pool parallel loops run on (nullptr = core::ThreadPool::global()); a device backend ignores it.
     virtual void set_thread_pool(core::ThreadPool* pool) {}
+    // Threads its ops may run at once (per-thread scratch in a workspace plan).
+    virtual int num_threads() const { return 1; }
 
     Workspace& workspace() { return ws_; }
     Profiler& profiler() { return prof_; }

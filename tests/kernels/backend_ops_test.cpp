@@ -54,6 +54,7 @@ TEST(BackendOps, IndexerMatchesRefExactly) {
     };
     std::mt19937 rng(7);
     for (int threads : {1, 2, 3}) {
+        cpu::allow_avx512(threads != 3); // the generic path on 3 threads
         core::ThreadPool pool(threads);
         Workspace ws;
         for (const IndexerCase& c : cases) {
@@ -96,6 +97,7 @@ TEST(BackendOps, IndexerMatchesRefExactly) {
             }
         }
     }
+    cpu::allow_avx512(true);
 }
 
 TEST(BackendOps, SparseAttentionMatchesRefExactly) {
@@ -109,7 +111,8 @@ TEST(BackendOps, SparseAttentionMatchesRefExactly) {
         {4, 32, 8, 4, 16, 20, 30, 3, 2},      {3, 24, 128, 128, 256, 700, 5, 0, 1},
         {16, 64, 128, 4, 256, 300, 2, 64, 2},
     };
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2, 3}) {
+        cpu::allow_avx512(threads != 3); // the generic path on 3 threads
         core::ThreadPool pool(threads);
         Workspace ws;
         for (const Case& c : cases) {
@@ -155,6 +158,7 @@ TEST(BackendOps, SparseAttentionMatchesRefExactly) {
             for (float v : want) ASSERT_TRUE(std::isfinite(v));
         }
     }
+    cpu::allow_avx512(true);
 }
 
 // F32 weight [rows, cols] backed by `store`.

@@ -1,11 +1,13 @@
 // Threaded lightning indexer and sparse attention. The indexer scores a block of queries against tiles of
 // 16 transposed keys (AVX-512 when the CPU has it, the same mul-then-add order as ref/ so the selected sets
-// are identical), tiles split over the pool, then every query's top-k in parallel. Attention runs one
-// (query, head) pair per work item.
+// are identical), tiles split over the pool, then every query's top-k in parallel. Attention gathers and
+// transposes each query's keys once (MQA: shared by every head) and computes 16 logits per AVX-512 vector
+// in the same per-key order; work items are queries (prefill) or head ranges (decode).
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -75,9 +77,11 @@ tile_scores_avx512(const TileJob& j, const float* q, const float* w, float* s) {
     _mm512_storeu_ps(s, sv);
 }
 
+std::atomic<bool> g_allow_avx512{true};
+
 bool has_avx512() {
     static const bool yes = __builtin_cpu_supports("avx512f");
-    return yes;
+    return yes && g_allow_avx512.load(std::memory_order_relaxed);
 }
 
 } // namespace
@@ -140,22 +144,124 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
     ws.release(mark);
 }
 
+namespace {
+
+// The keys query i reads (window rows, then compressed entries), as ref::sparse_attention_head orders them.
+int64_t gather_keys(const SparseAttentionParams& p, int64_t i, const float** keys) {
+    const int64_t pos = p.start_pos + i, bs = p.block_size, d = p.head_dim;
+    int64_t n = 0;
+    for (int64_t k = std::max<int64_t>(0, pos - p.window + 1); k <= pos; ++k)
+        keys[n++] = p.raw + (p.block_table[k / bs] * bs + k % bs) * d;
+    if (p.compressed.base) {
+        if (p.picks) {
+            const int32_t* picks = p.picks + i * p.topk;
+            for (int64_t j = 0; j < p.topk && picks[j] >= 0; ++j) keys[n++] = p.compressed.entry(picks[j]);
+        } else {
+            for (int64_t e = 0; e < (pos + 1) / p.compressed.ratio; ++e) keys[n++] = p.compressed.entry(e);
+        }
+    }
+    return n;
+}
+
+// logits[j] = (q . k_j) * scale for one tile of kTile transposed keys kt [d, kTile], ref's order per key.
+void tile_logits_generic(const float* q, const float* kt, int64_t d, float scale, float* out) {
+    float acc[kTile] = {};
+    for (int64_t c = 0; c < d; ++c)
+        for (int64_t u = 0; u < kTile; ++u) acc[u] += q[c] * kt[c * kTile + u];
+    for (int64_t u = 0; u < kTile; ++u) out[u] = acc[u] * scale;
+}
+
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void
+tile_logits_avx512(const float* q, const float* kt, int64_t d, float scale, float* out) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t c = 0; c < d; ++c)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(q[c]), _mm512_loadu_ps(kt + c * kTile)));
+    _mm512_storeu_ps(out, _mm512_mul_ps(acc, _mm512_set1_ps(scale)));
+}
+
+struct AttnScratch {
+    const float** keys; // [max_keys]
+    float* kt;          // [tiles, d, kTile] transposed keys
+    float* logits;      // [tiles * kTile]
+};
+
+// Heads [h0, h1) of query i: keys gathered and transposed once, logits 16 keys at a time, then ref's
+// softmax with the sink and weighted sum (per output channel in key order, as ref).
+void attend(const SparseAttentionParams& p, int64_t i, int64_t h0, int64_t h1, const AttnScratch& s,
+            bool avx512) {
+    const int64_t d = p.head_dim;
+    const int64_t n = gather_keys(p, i, s.keys);
+    const int64_t tiles = (n + kTile - 1) / kTile;
+    for (int64_t t = 0; t < tiles; ++t) {
+        float* kt = s.kt + t * d * kTile;
+        for (int64_t u = 0; u < kTile; ++u) {
+            const int64_t j = t * kTile + u;
+            if (j < n)
+                for (int64_t c = 0; c < d; ++c) kt[c * kTile + u] = s.keys[j][c];
+            else
+                for (int64_t c = 0; c < d; ++c) kt[c * kTile + u] = 0.0f;
+        }
+    }
+    for (int64_t h = h0; h < h1; ++h) {
+        const float* qh = p.q + i * p.q_ld + h * d;
+        float* logits = s.logits;
+        for (int64_t t = 0; t < tiles; ++t) {
+            if (avx512)
+                tile_logits_avx512(qh, s.kt + t * d * kTile, d, p.scale, logits + t * kTile);
+            else
+                tile_logits_generic(qh, s.kt + t * d * kTile, d, p.scale, logits + t * kTile);
+        }
+        const float sink = p.sink[h];
+        float mx = sink;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, logits[j]);
+        float denom = std::exp(sink - mx);
+        for (int64_t j = 0; j < n; ++j) {
+            logits[j] = std::exp(logits[j] - mx);
+            denom += logits[j];
+        }
+        float* oh = p.o + i * p.o_ld + h * d;
+        std::fill_n(oh, d, 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+            const float pj = logits[j] / denom;
+            const float* kj = s.keys[j];
+            for (int64_t c = 0; c < d; ++c) oh[c] += pj * kj[c];
+        }
+    }
+}
+
+} // namespace
+
 void sparse_attention(const SparseAttentionParams& p, core::ThreadPool& pool, Workspace& ws) {
     const int64_t max_keys = std::max<int64_t>(ref::sparse_attention_max_keys(p), 1);
-    const int64_t nth = pool.num_threads(), items = p.n * p.n_heads;
+    const int64_t pad = (max_keys + kTile - 1) / kTile * kTile;
+    const int64_t nth = pool.num_threads(), H = p.n_heads, d = p.head_dim;
     const Workspace::Mark mark = ws.mark();
-    float* logits = ws.take<float>(nth * max_keys); // [threads, max_keys]
-    if (items * max_keys * p.head_dim < (1 << 13)) {
-        for (int64_t it = 0; it < items; ++it)
-            ref::sparse_attention_head(p, it / p.n_heads, it % p.n_heads, logits);
-    } else {
-        // Interleaved (query, head) pairs: later queries see more keys.
+    auto** keys = ws.take<const float*>(nth * pad);
+    float* kt = ws.take<float>(nth * pad * d);
+    float* logits = ws.take<float>(nth * pad);
+    auto scratch = [&](int64_t ti) {
+        return AttnScratch{keys + ti * pad, kt + ti * pad * d, logits + ti * pad};
+    };
+    const bool avx512 = has_avx512();
+    if (nth == 1 || p.n * H * max_keys * d < (1 << 13)) {
+        for (int64_t i = 0; i < p.n; ++i) attend(p, i, 0, H, scratch(0), avx512);
+    } else if (p.n >= 2 * nth) {
+        // Whole queries (keys transposed once for all heads), interleaved: later queries see more keys.
         per_thread(pool, [&](int64_t ti, int64_t nt) {
-            for (int64_t it = ti; it < items; it += nt)
-                ref::sparse_attention_head(p, it / p.n_heads, it % p.n_heads, logits + ti * max_keys);
+            for (int64_t i = ti; i < p.n; i += nt) attend(p, i, 0, H, scratch(ti), avx512);
+        });
+    } else {
+        // Few queries (decode): split every query's heads over the threads.
+        per_thread(pool, [&](int64_t ti, int64_t nt) {
+            for (int64_t i = 0; i < p.n; ++i)
+                attend(p, i, H * ti / nt, H * (ti + 1) / nt, scratch(ti), avx512);
         });
     }
     ws.release(mark);
+}
+
+void allow_avx512(bool allow) {
+    g_allow_avx512 = allow;
 }
 
 } // namespace deepinfer::kernels::cpu

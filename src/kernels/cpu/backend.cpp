@@ -42,6 +42,10 @@ void CpuBackend::set_thread_pool(core::ThreadPool* pool) {
     pool_ = pool ? pool : &core::ThreadPool::global();
 }
 
+int CpuBackend::num_threads() const {
+    return pool_->num_threads();
+}
+
 BufferPtr CpuBackend::alloc_floats(int64_t n) {
     float* p = new float[static_cast<size_t>(std::max<int64_t>(n, 1))]();
     return BufferPtr(p, [](float* q) { delete[] q; });

@@ -12,6 +12,7 @@ public:
     const char* name() const override { return "cpu"; }
     BufferPtr alloc_floats(int64_t n) override;
     void set_thread_pool(core::ThreadPool* pool) override;
+    int num_threads() const override;
     core::ThreadPool& pool() { return *pool_; }
 
 protected:
@@ -36,6 +37,9 @@ private:
 // The threaded versions (tested against ref/ in tests/kernels). Scratch comes from ws (released on return).
 void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws);
 void sparse_attention(const SparseAttentionParams& p, core::ThreadPool& pool, Workspace& ws);
+// Lets the indexer / attention use their AVX-512 paths when the CPU has them (default); false forces the
+// generic paths (tests run both).
+void allow_avx512(bool allow);
 // The experts' matmuls go through `linear` (the backend's run_linear, so a decorator sees them).
 struct LinearHook {
     void (*fn)(void* ctx, const MatmulArgs& a);

@@ -45,16 +45,23 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     const int64_t n_mix = (2 + hc) * hc, G = c.o_groups, R = c.o_lora_rank;
     int64_t I = c.moe_intermediate_size * std::max<int64_t>(1, c.n_shared_experts);
     I = std::max<int64_t>(I, c.moe_intermediate_size);
-    const int64_t threads = 64; // per-thread scratch bound (pools larger than this grow once)
-    // Longest sequence the KV state can hold, and the densest compressor: bounds the indexer's and
-    // attention's per-query scratch.
+    const int64_t threads = backend_->num_threads();
+    // The longest sequence the KV state can hold bounds the ops' per-query scratch: the indexer scores every
+    // entry of a CSA layer; attention reads window + top-k (CSA) or window + every entry (HCA).
     int64_t max_pos = c.max_position_embeddings;
     if (cache_.initialized())
         max_pos = std::min<int64_t>(max_pos, static_cast<int64_t>(cache_.num_blocks()) * cache_.block_size());
-    int64_t min_ratio = 0;
-    for (int64_t r : c.compress_ratios)
-        if (r > 0) min_ratio = min_ratio ? std::min(min_ratio, r) : r;
-    const int64_t max_entries = min_ratio ? max_pos / min_ratio + 1 : 0;
+    int64_t index_entries = 0, attn_keys = c.sliding_window;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        const int64_t r = c.compress_ratios[l];
+        if (c.layer_types[l] == AttentionType::kCompressedSparse) {
+            index_entries = std::max(index_entries, max_pos / r + 1);
+            attn_keys = std::max(attn_keys, c.sliding_window + c.index_topk);
+        } else if (c.layer_types[l] != AttentionType::kSliding) {
+            attn_keys = std::max(attn_keys, c.sliding_window + max_pos / r + 1);
+        }
+    }
+    attn_keys += 16; // padded to whole key tiles
     // Floats per token: forward level (e, h, final x / flat / mix, head rows) ...
     const int64_t model_level = D + hc * D + D + hc * D + hc + D + 2; // ids, skip as floats
     // ... plus the widest layer: post, comb, x, y, hc flat + mix, and the larger of attention and MoE.
@@ -62,11 +69,19 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     const int64_t attn = c.q_lora_rank + 2 * H * d + d + 4 * d + 4 * dI + HI * dI + HI + c.index_topk + G * R;
     const int64_t moe = E + 2 * K + 4 + 2 * D + 2 * I;
     const int64_t per_token = model_level + layer + std::max(attn, moe);
-    const int64_t scratch = 32 * max_entries +
-                            threads * (max_entries * 5 + c.sliding_window + max_entries + c.index_topk) + E +
-                            1;
-    const int64_t takes = 64; // buffers taken per forward (alignment slack each)
+    // Indexer: [32, entries] scores + per thread [entries] top-k pairs (4 floats) and picks; attention: per
+    // thread key pointers (2 floats), transposed keys [keys, d] and logits; experts: per-expert counts.
+    const int64_t scratch =
+        32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 3) + E + 1;
+    const int64_t takes = 64; // buffers live at once (alignment slack each)
     return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch) + takes * 128;
+}
+
+void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
+    backend_->set_thread_pool(pool);
+    // Per-thread scratch scales with the pool: re-plan (setup time, not a step).
+    if (runtime_.max_num_batched_tokens > 0)
+        backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
 }
 
 void DeepseekV4Model::set_backend(std::unique_ptr<kernels::Backend> backend) {

@@ -29,7 +29,7 @@ public:
     core::Result<KvGeometry> kv_geometry(int64_t block_size) const override;
     core::Status init_kv_cache(const KvCacheSpec& spec) override;
     core::Status configure_runtime(const RuntimeSpec& spec) override;
-    void set_thread_pool(core::ThreadPool* pool) override { backend_->set_thread_pool(pool); }
+    void set_thread_pool(core::ThreadPool* pool) override;
     kernels::Profiler* profiler() override { return &backend_->profiler(); }
     core::Status forward(const ForwardBatch& batch, float* logits) override;
     void copy_block(int32_t src, int32_t dst) override { cache_.copy_block(src, dst); }
