@@ -24,8 +24,13 @@ constexpr int64_t kTile = 16;    // keys per tile (one zmm of scores)
 constexpr int64_t kQBlock = 32;  // queries scored together (keys are transposed once per block)
 constexpr int64_t kMaxDim = 512; // index_head_dim bound for the on-stack key tile
 
-// fn(thread_index, num_threads) once on every thread of the pool.
-template <typename Fn> void per_thread(core::ThreadPool& pool, Fn&& fn) {
+// fn(thread_index, num_threads) once on every thread of the pool (only on the caller, as thread 0 of 1,
+// when the work is too small to pay for waking the pool).
+template <typename Fn> void per_thread(core::ThreadPool& pool, Fn&& fn, bool worth_it = true) {
+    if (!worth_it) {
+        fn(int64_t{0}, int64_t{1});
+        return;
+    }
     const int64_t nth = pool.num_threads();
     auto body = [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) fn(t, nth);
@@ -102,44 +107,51 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
         const int64_t max_vis = (p.start_pos + q0 + nq) / m; // visible entries of the block's last query
         const int64_t n_tiles = (max_vis + kTile - 1) / kTile;
         // Phase 1: scores, tiles of keys split over the threads.
-        per_thread(pool, [&](int64_t ti, int64_t nt) {
-            alignas(64) float kt[kMaxDim * kTile];
-            alignas(64) float s[kTile];
-            const int64_t tb = n_tiles * ti / nt, te = n_tiles * (ti + 1) / nt;
-            for (int64_t tile = tb; tile < te; ++tile) {
-                const int64_t e0 = tile * kTile, ne = std::min(kTile, max_vis - e0);
-                for (int64_t u = 0; u < kTile; ++u) {
-                    if (u < ne) {
-                        const float* k = p.keys.entry(e0 + u);
-                        for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = k[c];
-                    } else {
-                        for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = 0.0f;
+        const bool big = n_tiles * kTile * nq * p.n_heads * dI >= (1 << 16);
+        per_thread(
+            pool,
+            [&](int64_t ti, int64_t nt) {
+                alignas(64) float kt[kMaxDim * kTile];
+                alignas(64) float s[kTile];
+                const int64_t tb = n_tiles * ti / nt, te = n_tiles * (ti + 1) / nt;
+                for (int64_t tile = tb; tile < te; ++tile) {
+                    const int64_t e0 = tile * kTile, ne = std::min(kTile, max_vis - e0);
+                    for (int64_t u = 0; u < kTile; ++u) {
+                        if (u < ne) {
+                            const float* k = p.keys.entry(e0 + u);
+                            for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = k[c];
+                        } else {
+                            for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = 0.0f;
+                        }
+                    }
+                    const TileJob job{&p, kt, e0, scale};
+                    for (int64_t qi = 0; qi < nq; ++qi) {
+                        const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
+                        if (e0 >= nv) continue;
+                        const float* q = p.q + i * p.q_ld;
+                        const float* w = p.weights + i * p.w_ld;
+                        if (avx512)
+                            tile_scores_avx512(job, q, w, s);
+                        else
+                            tile_scores_generic(job, q, w, s);
+                        std::copy_n(s, std::min(kTile, nv - e0), scores + qi * n_total + e0);
                     }
                 }
-                const TileJob job{&p, kt, e0, scale};
-                for (int64_t qi = 0; qi < nq; ++qi) {
-                    const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
-                    if (e0 >= nv) continue;
-                    const float* q = p.q + i * p.q_ld;
-                    const float* w = p.weights + i * p.w_ld;
-                    if (avx512)
-                        tile_scores_avx512(job, q, w, s);
-                    else
-                        tile_scores_generic(job, q, w, s);
-                    std::copy_n(s, std::min(kTile, nv - e0), scores + qi * n_total + e0);
-                }
-            }
-        });
+            },
+            big);
         // Phase 2: -inf past each query's visible entries, then its top-k; queries split over threads.
-        per_thread(pool, [&](int64_t ti, int64_t nt) {
-            for (int64_t qi = ti; qi < nq; qi += nt) {
-                const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
-                float* row = scores + qi * n_total;
-                std::fill(row + nv, row + n_total, -std::numeric_limits<float>::infinity());
-                ref::indexer_select(row, nv, n_total, p.topk, p.picks + i * p.topk, elems + ti * n_total,
-                                    sel + ti * n_total);
-            }
-        });
+        per_thread(
+            pool,
+            [&](int64_t ti, int64_t nt) {
+                for (int64_t qi = ti; qi < nq; qi += nt) {
+                    const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
+                    float* row = scores + qi * n_total;
+                    std::fill(row + nv, row + n_total, -std::numeric_limits<float>::infinity());
+                    ref::indexer_select(row, nv, n_total, p.topk, p.picks + i * p.topk, elems + ti * n_total,
+                                        sel + ti * n_total);
+                }
+            },
+            nq > 1 && nq * n_total >= (1 << 12));
     }
     ws.release(mark);
 }
