@@ -107,9 +107,14 @@ TEST(BackendOps, SparseAttentionMatchesRefExactly) {
         int mode; // 0 sliding only, 1 all closed windows (HCA), 2 picks (CSA)
     };
     const Case cases[] = {
-        {4, 32, 8, 4, 16, 0, 9, 3, 0},        {4, 32, 8, 4, 16, 40, 1, 3, 1},
-        {4, 32, 8, 4, 16, 20, 30, 3, 2},      {3, 24, 128, 128, 256, 700, 5, 0, 1},
+        {4, 32, 8, 4, 16, 0, 9, 3, 0},
+        {4, 32, 8, 4, 16, 40, 1, 3, 1},
+        {4, 32, 8, 4, 16, 20, 30, 3, 2},
+        {3, 24, 128, 128, 256, 700, 5, 0, 1},
         {16, 64, 128, 4, 256, 300, 2, 64, 2},
+        // Many queries: whole-query work items.
+        {8, 64, 128, 8, 256, 400, 40, 0, 1},
+        {8, 64, 16, 4, 64, 500, 24, 32, 2},
     };
     for (int threads : {1, 2, 3}) {
         cpu::allow_avx512(threads != 3); // the generic path on 3 threads

@@ -23,6 +23,9 @@ namespace {
 constexpr int64_t kTile = 16;    // keys per tile (one zmm of scores)
 constexpr int64_t kQBlock = 32;  // queries scored together (keys are transposed once per block)
 constexpr int64_t kMaxDim = 512; // index_head_dim bound for the on-stack key tile
+// Work (multiply-adds) below which a loop runs on the caller: waking the pool costs ~10 us when the machine
+// is quiet (far more when it is oversubscribed), so only loops of tens of microseconds are split.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
 // fn(thread_index, num_threads) once on every thread of the pool (only on the caller, as thread 0 of 1,
 // when the work is too small to pay for waking the pool).
@@ -107,7 +110,7 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
         const int64_t max_vis = (p.start_pos + q0 + nq) / m; // visible entries of the block's last query
         const int64_t n_tiles = (max_vis + kTile - 1) / kTile;
         // Phase 1: scores, tiles of keys split over the threads.
-        const bool big = n_tiles * kTile * nq * p.n_heads * dI >= (1 << 16);
+        const bool big = n_tiles * kTile * nq * p.n_heads * dI >= kParallelMacs;
         per_thread(
             pool,
             [&](int64_t ti, int64_t nt) {
@@ -255,7 +258,7 @@ void sparse_attention(const SparseAttentionParams& p, core::ThreadPool& pool, Wo
         return AttnScratch{keys + ti * pad, kt + ti * pad * d, logits + ti * pad};
     };
     const bool avx512 = has_avx512();
-    if (nth == 1 || p.n * H * max_keys * d < (1 << 13)) {
+    if (nth == 1 || p.n * H * max_keys * d < kParallelMacs) {
         for (int64_t i = 0; i < p.n; ++i) attend(p, i, 0, H, scratch(0), avx512);
     } else if (p.n >= 2 * nth) {
         // Whole queries (keys transposed once for all heads), interleaved: later queries see more keys.
