@@ -70,8 +70,7 @@ int64_t sparse_attention_max_keys(const SparseAttentionParams& p) {
 }
 
 void sparse_attention_head(const SparseAttentionParams& p, int64_t i, int64_t h, float* logits) {
-    const int64_t H = p.n_heads, d = p.head_dim, pos = p.start_pos + i, bs = p.block_size;
-    (void)H;
+    const int64_t d = p.head_dim, pos = p.start_pos + i, bs = p.block_size;
     const int64_t w0 = std::max<int64_t>(0, pos - p.window + 1);
     const int64_t n_win = pos - w0 + 1;
     int64_t n_comp = 0;
