@@ -1,12 +1,15 @@
 #pragma once
 // The op census: every op a Backend runs is counted here (calls, wall time, bytes of weights/KV/activations
 // it reads and writes, flops), per op kind. Recording is a few adds into a fixed table (no allocation); it
-// is off unless enabled. snapshot() is the API a metrics exporter reads; print() is `--profile`'s table.
+// is off unless enabled. snapshot() is the API a metrics exporter reads (a copy, safe from any thread while
+// the engine thread records); print_profile() is `--profile`'s table.
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 
 namespace deepinfer::kernels {
 
@@ -54,8 +57,12 @@ class Profiler {
 public:
     void set_enabled(bool on) { enabled_ = on; }
     bool enabled() const { return enabled_; }
-    void clear() { snap_ = ProfileSnapshot{}; }
+    void clear() {
+        std::lock_guard<std::mutex> lock(mu_);
+        snap_ = ProfileSnapshot{};
+    }
     void record(OpKind k, double seconds, double bytes, double flops) {
+        std::lock_guard<std::mutex> lock(mu_);
         OpStats& s = snap_.ops[static_cast<size_t>(k)];
         ++s.calls;
         s.seconds += seconds;
@@ -63,13 +70,18 @@ public:
         s.flops += flops;
     }
     void record_step(double seconds) {
+        std::lock_guard<std::mutex> lock(mu_);
         ++snap_.steps;
         snap_.step_seconds += seconds;
     }
-    const ProfileSnapshot& snapshot() const { return snap_; }
+    ProfileSnapshot snapshot() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        return snap_;
+    }
 
 private:
-    bool enabled_ = false;
+    std::atomic<bool> enabled_{false};
+    mutable std::mutex mu_;
     ProfileSnapshot snap_;
 };
 

@@ -4,9 +4,11 @@
 // plus the Workspace arena and the op census.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -90,7 +92,9 @@ TEST(BackendOps, IndexerMatchesRefExactly) {
                 int64_t k = 0;
                 while (k < c.topk && row[k] >= 0) {
                     EXPECT_LT(row[k], nv);
-                    if (k > 0) EXPECT_LT(row[k - 1], row[k]);
+                    if (k > 0) {
+                        EXPECT_LT(row[k - 1], row[k]);
+                    }
                     ++k;
                 }
                 EXPECT_EQ(k, std::min(c.topk, nv)) << "every visible entry is picked while there are few";
@@ -235,8 +239,9 @@ TEST(BackendOps, GroupedExpertsMatchRefAndTouchOnlySelectedExperts) {
                 den += want[i] * double(want[i]);
             }
             EXPECT_LT(num / den, 1e-10) << "T " << T;
-            if (T > 1)
+            if (T > 1) {
                 for (int64_t j = 0; j < D; ++j) EXPECT_EQ(got[(T - 1) * D + j], 0.0f) << "skipped row";
+            }
         }
     }
 }
@@ -284,6 +289,27 @@ TEST(BackendOps, ProfilerCountsEveryOpThroughTheBackend) {
     EXPECT_EQ(s.total().calls, 3);
     be.profiler().clear();
     EXPECT_EQ(be.profiler().snapshot().total().calls, 0);
+}
+
+TEST(BackendOps, ProfilerSnapshotsAreSafeWhileOpsRecord) {
+    cpu::CpuBackend be(nullptr);
+    be.profiler().set_enabled(true);
+    std::vector<float> x(64, 1.0f);
+    std::atomic<bool> done{false};
+    int64_t last = 0;
+    bool monotonic = true;
+    std::thread reader([&] { // a metrics exporter polling from another thread
+        while (!done) {
+            const int64_t c = be.profiler().snapshot().ops[static_cast<size_t>(OpKind::kRmsNorm)].calls;
+            monotonic = monotonic && c >= last;
+            last = c;
+        }
+    });
+    for (int i = 0; i < 2000; ++i) be.rms_norm({x.data(), nullptr, 1, 64, 1e-6f, x.data()});
+    done = true;
+    reader.join();
+    EXPECT_TRUE(monotonic);
+    EXPECT_EQ(be.profiler().snapshot().ops[static_cast<size_t>(OpKind::kRmsNorm)].calls, 2000);
 }
 
 } // namespace
