@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/profiler.h"
 #include "model/deepseek_v4/model.h"
 #include "model/sequence_runner.h"
 #include "weights/safetensors_writer.h"
@@ -28,12 +29,14 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUsage =
     "usage: deepinfer bench --model DIR [--prompt-len P] [--gen N] [--batch B] [--threads T] [--repeats R]\n"
-    "                       [--bw-mb M] [--json] [--logits-out FILE.safetensors]\n"
+    "                       [--bw-mb M] [--json] [--profile] [--logits-out FILE.safetensors]\n"
     "Prefill (B prompts of P tokens in one batch) and decode (N steps of B tokens) throughput, median of R\n"
     "repeats after a warm-up, against the read bandwidth and FMA rate measured in the same run. Prompt "
     "token\n"
     "i of sequence b is 2 + ((i + 1000 b) * 7919 + 13) mod (vocab - 2). --logits-out writes sequence 0's\n"
-    "prefill logits [P, vocab] (and its ids) for comparison with another engine.\n";
+    "prefill logits [P, vocab] (and its ids) for comparison with another engine. --profile adds one more\n"
+    "cycle with the op census on (per op: calls, time, share of the forward, GB/s, GFLOP/s and the fraction\n"
+    "of the measured roofline), printed for the prefill and the decode steps (on stderr with --json).\n";
 
 int fail(const core::Status& s) {
     std::fprintf(stderr, "deepinfer bench: %s\n", s.to_string().c_str());
@@ -97,7 +100,18 @@ struct Cycle {
 };
 
 // B prompts of P tokens in one batch, then `gen` decode steps of B tokens; every sequence restarts at 0.
-core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t gen, int64_t blocks_per_seq) {
+// With `profile`, the model's op census is on for the cycle and its prefill / decode parts are returned.
+struct CycleProfile {
+    kernels::ProfileSnapshot prefill, decode;
+};
+
+core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t gen, int64_t blocks_per_seq,
+                              CycleProfile* profile = nullptr) {
+    kernels::Profiler* prof = profile ? m.profiler() : nullptr;
+    if (prof) {
+        prof->clear();
+        prof->set_enabled(true);
+    }
     const int64_t V = m.vocab_size();
     model::ForwardBatch pb;
     for (int64_t b = 0; b < B; ++b) {
@@ -121,6 +135,10 @@ core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t 
     auto t0 = Clock::now();
     DI_RETURN_IF_ERROR(m.forward(pb, logits.data()));
     out.prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (prof) {
+        profile->prefill = prof->snapshot();
+        prof->clear();
+    }
 
     model::ForwardBatch db;
     db.chunks = pb.chunks;
@@ -142,6 +160,10 @@ core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t 
         DI_RETURN_IF_ERROR(m.forward(db, logits.data()));
     }
     out.decode_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (prof) {
+        profile->decode = prof->snapshot();
+        prof->set_enabled(false);
+    }
     return out;
 }
 
@@ -173,7 +195,7 @@ core::Status write_logits(DeepseekV4Model& m, int64_t P, int64_t gen_len, int64_
 int run_bench(const std::vector<std::string>& argv) {
     auto args = Args::parse(
         argv, {"model", "prompt-len", "gen", "batch", "threads", "repeats", "bw-mb", "logits-out"},
-        {"help", "json"});
+        {"help", "json", "profile"});
     if (!args.ok()) {
         std::fprintf(stderr, "deepinfer bench: %s\n%s", args.status().message().c_str(), kUsage);
         return 2;
@@ -199,6 +221,10 @@ int run_bench(const std::vector<std::string>& argv) {
     auto lm = DeepseekV4Model::load(*args->get("model"));
     if (!lm.ok()) return fail(lm.status());
     DeepseekV4Model& m = **lm;
+    // Like the engine, bench owns the compute pool and plans the model's workspace for its largest step.
+    core::ThreadPool pool(static_cast<int>(T));
+    m.set_thread_pool(&pool);
+    if (core::Status s = m.configure_runtime({B * P, static_cast<int32_t>(B)}); !s.ok()) return fail(s);
     const auto& cfg = m.config();
 
     int64_t unit = 1; // block size: a multiple of every compression ratio
@@ -227,6 +253,9 @@ int run_bench(const std::vector<std::string>& argv) {
         decode.push_back(static_cast<double>(B * N) / c->decode_s);
     }
     const double prefill_tps = median(prefill), decode_tps = median(decode);
+    CycleProfile census;
+    if (args->has("profile"))
+        if (auto c = run_cycle(m, B, P, N, blocks_per_seq, &census); !c.ok()) return fail(c.status());
 
     const MachineLimits lim = measure_machine(static_cast<int>(T), static_cast<size_t>(bw_mb) << 20, 5);
     const TokenCost tc = token_cost(m.weights());
@@ -240,6 +269,14 @@ int run_bench(const std::vector<std::string>& argv) {
     const double flops_token = 2.0 * (tc.dense_macs + K * tc.expert_macs);
     const double prefill_ceiling = lim.fma_gflop_s * 1e9 / flops_token;
 
+    if (args->has("profile")) {
+        std::FILE* out = args->has("json") ? stderr : stdout;
+        kernels::print_profile(
+            out, census.prefill, {lim.read_gb_s, lim.fma_gflop_s},
+            ("prefill of " + std::to_string(B) + " x " + std::to_string(P) + " tokens").c_str());
+        kernels::print_profile(out, census.decode, {lim.read_gb_s, lim.fma_gflop_s},
+                               (std::to_string(N) + " decode steps of batch " + std::to_string(B)).c_str());
+    }
     if (args->has("json")) {
         std::printf(
             "{\"model\": \"%s\", \"prompt_len\": %lld, \"gen\": %lld, \"batch\": %lld, \"threads\": %lld, "

@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt-ids-file F|- | --prompt TEXT)\n"
     "                          [--max-tokens N]\n"
     "                          [--chunk-size C] [--block-size B] [--dump-probes FILE.safetensors]\n"
-    "                          [--tokenizer FILE]\n"
+    "                          [--tokenizer FILE] [--profile]\n"
     "       deepinfer generate --model DIR --input-jsonl FILE|- [--output-jsonl FILE|-] [--no-progress]\n"
     "                          [--max-tokens N] [--tokenizer FILE] [engine flags]\n"
     "One prompt: greedy decoding; prints the generated token ids, comma-separated, on one line (and the\n"
@@ -38,7 +38,8 @@ constexpr const char* kUsage =
     "\"text\"}.\n"
     "--prompt-ids-file: ids separated by commas and/or whitespace (a JSON array works too), for prompts\n"
     "too long for the command line.\n"
-    "The tokenizer defaults to DIR/tokenizer.json when present.\nEngine flags:\n";
+    "The tokenizer defaults to DIR/tokenizer.json when present. --profile prints the op census of the\n"
+    "prefill and of the decode steps (calls, time, share, GB/s, GFLOP/s per op) on stderr.\nEngine flags:\n";
 
 // Ids from a file (or stdin): separated by commas, whitespace, and optional JSON brackets.
 core::Result<std::vector<int32_t>> read_ids_file(const std::string& path) {
@@ -149,13 +150,18 @@ int run_jsonl(const Args& args, model::deepseek_v4::DeepseekV4Model& m,
     return summary->num_errors == 0 ? 0 : 1;
 }
 
+// Largest forward generate runs: a prompt chunk (the whole prompt when chunk <= 0).
+int64_t c_tokens(int64_t chunk, size_t prompt) {
+    return chunk > 0 ? std::min<int64_t>(chunk, static_cast<int64_t>(prompt)) : static_cast<int64_t>(prompt);
+}
+
 int run_generate(const std::vector<std::string>& argv) {
     using model::deepseek_v4::DeepseekV4Model;
     std::set<std::string> value_flags = engine_value_flags();
     value_flags.insert({"model", "prompt-ids", "prompt-ids-file", "prompt", "max-tokens", "chunk-size",
                         "dump-probes", "tokenizer", "input-jsonl", "output-jsonl"});
     std::set<std::string> bool_flags = engine_bool_flags();
-    bool_flags.insert({"help", "no-progress"});
+    bool_flags.insert({"help", "no-progress", "profile"});
     auto args = Args::parse(argv, value_flags, bool_flags);
     if (!args.ok()) {
         std::fprintf(stderr, "deepinfer generate: %s\n%s%s", args.status().message().c_str(), kUsage,
@@ -213,7 +219,12 @@ int run_generate(const std::vector<std::string>& argv) {
     spec.block_size = *block_size;
     spec.num_blocks = (total + spec.block_size - 1) / spec.block_size;
     spec.num_slots = 1;
+    if (core::Status s = m.configure_runtime({std::max<int64_t>(c_tokens(*chunk, ids->size()), 1), 1});
+        !s.ok())
+        return fail(s);
     if (core::Status s = m.init_kv_cache(spec); !s.ok()) return fail(s);
+    const bool profile = args->has("profile");
+    m.profiler()->set_enabled(profile);
     std::vector<int32_t> blocks;
     for (int32_t b = 0; b < spec.num_blocks; ++b) blocks.push_back(b);
 
@@ -230,6 +241,8 @@ int run_generate(const std::vector<std::string>& argv) {
         if (core::Status st = runner.feed(part, 0, false, &logits); !st.ok()) return fail(st);
         if (dump) log.append(probes, part);
     }
+    kernels::ProfileSnapshot prefill_profile = m.profiler()->snapshot();
+    m.profiler()->clear();
     std::vector<int32_t> out;
     for (int64_t i = 0; i < *max_tokens; ++i) {
         const int32_t next = model::argmax(logits.data(), m.vocab_size());
@@ -241,6 +254,11 @@ int run_generate(const std::vector<std::string>& argv) {
     for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? "," : "", out[i]);
     std::printf("\n");
     if (args->has("prompt")) std::printf("%s\n", (*tok)->decode(out).c_str());
+    std::fflush(stdout);
+    if (profile) { // the op census, on stderr (stdout carries the tokens)
+        kernels::print_profile(stderr, prefill_profile, {}, "prefill");
+        kernels::print_profile(stderr, m.profiler()->snapshot(), {}, "decode");
+    }
     if (dump) {
         const auto& cfg = m.config();
         if (core::Status s = log.write_safetensors(*dump, cfg.hc_mult, cfg.hidden_size,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "core/check.h"
 #include "core/logging.h"
@@ -268,11 +269,18 @@ core::Result<std::unique_ptr<LLMEngine>> LLMEngine::create(model::CausalLm* mode
                                       " exceeds the model's maximum position " +
                                       std::to_string(geo.max_position));
     }
+    DI_RETURN_IF_ERROR(model->configure_runtime({c.max_num_batched_tokens, c.max_num_seqs}));
     DI_RETURN_IF_ERROR(model->init_kv_cache({c.block_size, c.num_kv_blocks, c.max_num_seqs}));
     DI_LOG(Info) << "KV pool: " << c.num_kv_blocks << " blocks of " << c.block_size << " positions ("
                  << geo.bytes_per_block << " bytes each), " << c.max_num_seqs << " slots, max model length "
                  << c.max_model_len;
     auto impl = std::make_unique<Impl>(model, c, static_cast<int32_t>(model->vocab_size()));
+    // The engine owns the compute pool (persistent across steps); the model runs every op on it.
+    const int threads = c.num_threads > 0
+                            ? c.num_threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    impl->pool_ = std::make_unique<core::ThreadPool>(threads);
+    model->set_thread_pool(impl->pool_.get());
     return std::unique_ptr<LLMEngine>(new LLMEngine(std::move(impl)));
 }
 

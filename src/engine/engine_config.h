@@ -20,6 +20,7 @@ struct EngineConfig {
     std::vector<int32_t> token_buckets;
     uint64_t default_seed = 0x5eedULL; // keys the random streams of requests without a seed
     int32_t max_logprobs = 20;         // cap on logprobs / prompt_logprobs
+    int32_t num_threads = 0;           // the engine's compute pool (0 = the hardware's concurrency)
 };
 
 } // namespace deepinfer::engine

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "engine/block_manager.h"
 #include "engine/engine.h"
 #include "engine/request_state.h"
@@ -26,6 +27,10 @@ public:
                       std::max<int32_t>(1, static_cast<int32_t>(config.num_kv_blocks / 100))},
                      &blocks_) {
         metrics_.kv_blocks_total = config.num_kv_blocks;
+    }
+
+    ~Impl() {
+        if (pool_) model_->set_thread_pool(nullptr); // the model outlives the engine's pool
     }
 
     core::Status add_request(Request request);
@@ -50,6 +55,7 @@ public:
     std::vector<float> logits_;
     std::vector<float> constrained_row_; // a constrained sequence's masked logits row
     std::vector<uint32_t> mask_;
+    std::unique_ptr<core::ThreadPool> pool_; // persistent compute pool every forward runs on
 
 private:
     void mark_changed(RequestState* r) {

@@ -1,8 +1,10 @@
 #pragma once
-// The op catalogue. Every op has an obvious scalar version in ref/ (the executable spec, tested against
-// independent computations); the unqualified kernels:: entry points are what model code calls, and may
-// route to a faster version in cpu/ (today only matmul). All activations are F32; weights are
-// core::Weight in their stored format and are dequantized inside the op, never expanded ahead of time.
+// The primitive ops (matmul, norms, RoPE, softmax, top-k, embedding). Every op has an obvious scalar
+// version in ref/ (the executable spec, tested against independent computations); the unqualified
+// kernels:: entry points may route to a faster version in cpu/. Model code does not call these directly:
+// it calls the named V4 ops of a kernels::Backend (backend.h, params.h), whose implementations build on
+// these. All activations are F32; weights are core::Weight in their stored format and are dequantized
+// inside the op, never expanded ahead of time.
 
 #include <cstdint>
 

@@ -5,9 +5,21 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "kernels/profiler.h"
 #include "model/forward_batch.h"
 
+namespace deepinfer::core {
+class ThreadPool;
+}
+
 namespace deepinfer::model {
+
+// How a runner (the engine, bench, generate) will drive the model: the model plans its workspace once from
+// the largest step.
+struct RuntimeSpec {
+    int64_t max_num_batched_tokens = 0; // tokens in one forward
+    int32_t max_num_seqs = 0;           // chunks in one forward
+};
 
 struct KvCacheSpec {
     int64_t block_size = 256; // positions per block; the model rejects sizes that are not multiples of its
@@ -26,6 +38,14 @@ public:
     virtual core::Result<KvGeometry> kv_geometry(int64_t block_size) const = 0;
     // Allocate (or reallocate) the block pool and the slots. Everything previously stored is dropped.
     virtual core::Status init_kv_cache(const KvCacheSpec& spec) = 0;
+
+    // Plan the step workspace. Optional: without it the workspace grows on the first steps (allocating then).
+    virtual core::Status configure_runtime(const RuntimeSpec& spec) { return core::Status(); }
+    // Run every parallel loop on `pool`, owned by the runner, which keeps it alive until it sets another
+    // (nullptr = core::ThreadPool::global(), the fallback for tools).
+    virtual void set_thread_pool(core::ThreadPool* pool) {}
+    // The op census of every forward (kernels/profiler.h), or nullptr when the model keeps none.
+    virtual kernels::Profiler* profiler() { return nullptr; }
 
     // Runs one step. logits: [batch.logits_rows.size(), vocab_size()] row-major, written by the model.
     virtual core::Status forward(const ForwardBatch& batch, float* logits) = 0;

@@ -47,7 +47,7 @@ core::Result<KvGeometry> KvCache::geometry(const ModelConfig& c, int64_t block_s
     return g;
 }
 
-core::Status KvCache::init(const ModelConfig& c, const KvCacheSpec& spec) {
+core::Status KvCache::init(const ModelConfig& c, const KvCacheSpec& spec, kernels::Backend& backend) {
     DI_ASSIGN_OR_RETURN(KvGeometry g, geometry(c, spec.block_size));
     (void)g;
     if (spec.num_blocks < 0 || spec.num_slots < 0) return core::invalid_argument("kv cache: negative size");
@@ -57,13 +57,14 @@ core::Status KvCache::init(const ModelConfig& c, const KvCacheSpec& spec) {
     num_slots_ = spec.num_slots + 1;
     layers_ = layout(c);
     for (Layer& layer : layers_) {
-        layer.raw.assign(num_blocks_ * block_size_ * head_dim_, 0.0f);
+        layer.raw.buf = backend.alloc_floats(num_blocks_ * block_size_ * head_dim_);
         for (Comp& comp : layer.comp) {
             if (!comp.geom.present) continue;
-            comp.entries.assign(num_blocks_ * (block_size_ / comp.geom.ratio) * comp.geom.width, 0.0f);
+            comp.entries.buf =
+                backend.alloc_floats(num_blocks_ * (block_size_ / comp.geom.ratio) * comp.geom.width);
             if (comp.geom.coff == 2)
-                comp.snapshot.assign(num_blocks_ * 2 * comp.geom.ratio * comp.geom.width, 0.0f);
-            comp.slots.assign(num_slots_ * comp.slot_floats(), 0.0f);
+                comp.snapshot.buf = backend.alloc_floats(num_blocks_ * 2 * comp.geom.ratio * comp.geom.width);
+            comp.slots.buf = backend.alloc_floats(num_slots_ * comp.slot_floats());
         }
     }
     return core::Status();

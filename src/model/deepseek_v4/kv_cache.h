@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/backend.h"
 #include "model/causal_lm.h"
 #include "model/deepseek_v4/config.h"
 
@@ -40,7 +41,8 @@ class KvCache {
 public:
     // Per-block / per-slot bytes; rejects block sizes that are not a multiple of every compression ratio.
     static core::Result<KvGeometry> geometry(const ModelConfig& config, int64_t block_size);
-    core::Status init(const ModelConfig& config, const KvCacheSpec& spec);
+    // Storage comes from the backend (host memory on CPU, device memory on an accelerator).
+    core::Status init(const ModelConfig& config, const KvCacheSpec& spec, kernels::Backend& backend);
     bool initialized() const { return block_size_ > 0; }
 
     int64_t block_size() const { return block_size_; }
@@ -56,6 +58,14 @@ public:
     float* entry(int64_t layer, CompressorKind k, int32_t block, int64_t index); // [width]
     float* snapshot(int64_t layer, CompressorKind k, int32_t block);             // [2, m, width]: kv, gate
     CompressorSlotView slot(int64_t layer, CompressorKind k, int32_t slot);
+    // Per-layer bases for the ops' paged addressing (kernels/params.h).
+    float* raw_base(int64_t layer) { return layers_[layer].raw.data(); } // [blocks, block_size, d]
+    float* entries_base(int64_t layer, CompressorKind k) {               // [blocks, bs / m, width]
+        return layers_[layer].comp[int(k)].entries.data();
+    }
+    float* snapshots_base(int64_t layer, CompressorKind k) { // [blocks, 2, m, width]
+        return layers_[layer].comp[int(k)].snapshot.data();
+    }
 
     void reset_slot(int32_t slot);
     void restore_slot_from_block(int32_t slot, int32_t block);
@@ -63,16 +73,22 @@ public:
     void copy_slot(int32_t src, int32_t dst);
 
 private:
+    // A zero-filled backend buffer.
+    struct Store {
+        kernels::BufferPtr buf{nullptr, [](float*) {}};
+        float* data() { return buf.get(); }
+        const float* data() const { return buf.get(); }
+    };
     struct Comp {
         CompressorGeom geom;
-        std::vector<float> entries;  // [blocks, block_size / m, width]
-        std::vector<float> snapshot; // [blocks, 2, m, width] (coff == 2)
-        std::vector<float> slots;    // [slots, slot_floats()]
+        Store entries;  // [blocks, block_size / m, width]
+        Store snapshot; // [blocks, 2, m, width] (coff == 2)
+        Store slots;    // [slots, slot_floats()]
         int64_t entry_floats() const { return geom.width; }
         int64_t slot_floats() const;
     };
     struct Layer {
-        std::vector<float> raw; // [blocks, block_size, d]
+        Store raw; // [blocks, block_size, d]
         Comp comp[2];
     };
     static std::vector<Layer> layout(const ModelConfig& config);

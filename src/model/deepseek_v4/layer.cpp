@@ -1,23 +1,26 @@
 #include "model/deepseek_v4/layer.h"
 
-#include "kernels/ops.h"
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/hyper_connection.h"
-#include "model/deepseek_v4/moe.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
 void decoder_layer_forward(const LayerContext& ctx, const ForwardBatch& batch, const int32_t* ids,
-                           const std::vector<bool>& skip, float* h, const LayerProbeOut& probe) {
+                           const uint8_t* skip, float* h, const LayerProbeOut& probe) {
     const ModelConfig& c = *ctx.config;
     const LayerWeights& w = *ctx.w;
+    kernels::Backend& be = *ctx.backend;
+    kernels::Workspace& ws = be.workspace();
+    const kernels::Workspace::Mark mark = ws.mark();
     const int64_t T = batch.num_tokens(), D = c.hidden_size, hc = c.hc_mult;
     const float eps = static_cast<float>(c.rms_norm_eps);
-    std::vector<float> post(T * hc), comb(T * hc * hc); // [T, hc], [T, hc, hc]
-    std::vector<float> x(T * D), y(T * D);              // [T, D] sublayer input / output
+    float* post = ws.take<float>(T * hc);      // [T, hc]
+    float* comb = ws.take<float>(T * hc * hc); // [T, hc, hc]
+    float* x = ws.take<float>(T * D);          // [T, D] sublayer input
+    float* y = ws.take<float>(T * D);          // [T, D] sublayer output
 
-    hc_pre(c, w.hc_attn, h, T, post.data(), comb.data(), x.data());
-    kernels::rms_norm(x.data(), w.attn_norm.data(), T, D, eps, x.data());
+    hc_pre(be, c, w.hc_attn, h, T, post, comb, x);
+    be.rms_norm({x, w.attn_norm.data(), T, D, eps, x});
     AttentionContext actx;
     actx.config = &c;
     actx.w = &w.attn;
@@ -25,14 +28,16 @@ void decoder_layer_forward(const LayerContext& ctx, const ForwardBatch& batch, c
     actx.rope = c.layer_types[ctx.layer] == AttentionType::kSliding ? ctx.main_rope : ctx.compress_rope;
     actx.compress_rope = ctx.compress_rope;
     actx.cache = ctx.cache;
-    attention_forward(actx, batch, x.data(), y.data(), probe.indexer_topk);
-    hc_post(c, post.data(), comb.data(), y.data(), T, h);
+    actx.backend = &be;
+    attention_forward(actx, batch, x, y, probe.indexer_topk);
+    hc_post(be, c, post, comb, y, T, h);
 
-    hc_pre(c, w.hc_ffn, h, T, post.data(), comb.data(), x.data());
-    kernels::rms_norm(x.data(), w.ffn_norm.data(), T, D, eps, x.data());
-    moe_forward(c, w.ffn, c.mlp_layer_types[ctx.layer] == MlpType::kHashMoe, x.data(), ids, skip, T, y.data(),
+    hc_pre(be, c, w.hc_ffn, h, T, post, comb, x);
+    be.rms_norm({x, w.ffn_norm.data(), T, D, eps, x});
+    moe_forward(be, c, w.ffn, *ctx.moe, c.mlp_layer_types[ctx.layer] == MlpType::kHashMoe, x, ids, skip, T, y,
                 probe.router, probe.router_weights);
-    hc_post(c, post.data(), comb.data(), y.data(), T, h);
+    hc_post(be, c, post, comb, y, T, h);
+    ws.release(mark);
 }
 
 } // namespace deepinfer::model::deepseek_v4

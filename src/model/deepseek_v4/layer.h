@@ -4,11 +4,12 @@
 //   post, comb, x = HC_ffn(h);   h = post * MoE(RMSNorm_ffn(x), ids) + comb^T h
 
 #include <cstdint>
-#include <vector>
 
+#include "kernels/backend.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/kv_cache.h"
 #include "model/deepseek_v4/model_weights.h"
+#include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/rope.h"
 #include "model/forward_batch.h"
 
@@ -21,6 +22,8 @@ struct LayerContext {
     const RopeTable* main_rope = nullptr;
     const RopeTable* compress_rope = nullptr;
     KvCache* cache = nullptr;
+    kernels::Backend* backend = nullptr;
+    const MoeRefs* moe = nullptr;
 };
 
 // Optional probe outputs (nullptr = not wanted): indexer_topk [T, index_topk] (-1 padded, layers with an
@@ -31,8 +34,9 @@ struct LayerProbeOut {
     float* router_weights = nullptr;
 };
 
-// h [T, hc, D] updated in place; ids [T] route hash layers; skip [T] marks padding rows.
+// h [T, hc, D] updated in place; ids [T] route hash layers; skip [T] marks padding rows. Buffers come from
+// the backend's workspace and are released on return.
 void decoder_layer_forward(const LayerContext& ctx, const ForwardBatch& batch, const int32_t* ids,
-                           const std::vector<bool>& skip, float* h, const LayerProbeOut& probe);
+                           const uint8_t* skip, float* h, const LayerProbeOut& probe);
 
 } // namespace deepinfer::model::deepseek_v4

@@ -1,10 +1,10 @@
 #include "model/deepseek_v4/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/layer.h"
 
@@ -13,7 +13,10 @@ namespace deepinfer::model::deepseek_v4 {
 DeepseekV4Model::DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config,
                                  ModelWeights w)
     : ckpt_(std::move(ckpt)), config_(std::move(config)), weights_(std::move(w)),
-      main_rope_(make_main_rope(config_)), compress_rope_(make_compress_rope(config_)) {}
+      main_rope_(make_main_rope(config_)), compress_rope_(make_compress_rope(config_)),
+      backend_(kernels::make_cpu_backend(nullptr)) {
+    for (const LayerWeights& l : weights_.layers) moe_refs_.push_back(make_moe_refs(l.ffn));
+}
 
 core::Result<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::string& dir) {
     DI_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::from_json_file(dir + "/config.json"));
@@ -28,7 +31,75 @@ core::Result<KvGeometry> DeepseekV4Model::kv_geometry(int64_t block_size) const 
 }
 
 core::Status DeepseekV4Model::init_kv_cache(const KvCacheSpec& spec) {
-    return cache_.init(config_, spec);
+    DI_RETURN_IF_ERROR(cache_.init(config_, spec, *backend_));
+    if (runtime_.max_num_batched_tokens > 0)
+        backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
+    return core::Status();
+}
+
+int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
+    const ModelConfig& c = config_;
+    const int64_t D = c.hidden_size, hc = c.hc_mult, H = c.num_attention_heads, d = c.head_dim;
+    const int64_t HI = c.index_n_heads, dI = c.index_head_dim, E = c.n_routed_experts,
+                  K = c.num_experts_per_tok;
+    const int64_t n_mix = (2 + hc) * hc, G = c.o_groups, R = c.o_lora_rank;
+    int64_t I = c.moe_intermediate_size * std::max<int64_t>(1, c.n_shared_experts);
+    I = std::max<int64_t>(I, c.moe_intermediate_size);
+    const int64_t threads = backend_->num_threads();
+    // The longest sequence the KV state can hold bounds the ops' per-query scratch: the indexer scores every
+    // entry of a CSA layer; attention reads window + top-k (CSA) or window + every entry (HCA).
+    int64_t max_pos = c.max_position_embeddings;
+    if (cache_.initialized())
+        max_pos = std::min<int64_t>(max_pos, static_cast<int64_t>(cache_.num_blocks()) * cache_.block_size());
+    int64_t index_entries = 0, attn_keys = c.sliding_window;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        const int64_t r = c.compress_ratios[l];
+        if (c.layer_types[l] == AttentionType::kCompressedSparse) {
+            index_entries = std::max(index_entries, max_pos / r + 1);
+            attn_keys = std::max(attn_keys, c.sliding_window + c.index_topk);
+        } else if (c.layer_types[l] != AttentionType::kSliding) {
+            attn_keys = std::max(attn_keys, c.sliding_window + max_pos / r + 1);
+        }
+    }
+    attn_keys += 16; // padded to whole key tiles
+    // Floats per token: forward level (e, h, final x / flat / mix, head rows) ...
+    const int64_t model_level = D + hc * D + D + hc * D + hc + D + 2; // ids, skip as floats
+    // ... plus the widest layer: post, comb, x, y, hc flat + mix, and the larger of attention and MoE.
+    const int64_t layer = hc + hc * hc + 2 * D + hc * D + n_mix;
+    const int64_t attn = c.q_lora_rank + 2 * H * d + d + 4 * d + 4 * dI + HI * dI + HI + c.index_topk + G * R;
+    const int64_t moe = E + 2 * K + 4 + 2 * D + 2 * I;
+    const int64_t per_token = model_level + layer + std::max(attn, moe);
+    // Indexer: [32, entries] scores + per thread [entries] top-k pairs (4 floats) and picks; attention: per
+    // thread key pointers (2 floats), transposed keys [keys, d] and logits; experts: per-expert counts.
+    const int64_t scratch =
+        32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 3) + E + 1;
+    const int64_t takes = 64; // buffers live at once (alignment slack each)
+    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch) + takes * 128;
+}
+
+void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
+    backend_->set_thread_pool(pool);
+    // Per-thread scratch scales with the pool: re-plan (setup time, not a step).
+    if (runtime_.max_num_batched_tokens > 0)
+        backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
+}
+
+void DeepseekV4Model::set_backend(std::unique_ptr<kernels::Backend> backend) {
+    DI_CHECK(backend != nullptr);
+    cache_ = KvCache();
+    backend_ = std::move(backend);
+    if (runtime_.max_num_batched_tokens > 0)
+        backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
+}
+
+core::Status DeepseekV4Model::configure_runtime(const RuntimeSpec& spec) {
+    if (spec.max_num_batched_tokens <= 0 || spec.max_num_seqs <= 0)
+        return core::invalid_argument(
+            "configure_runtime: max_num_batched_tokens and max_num_seqs must be positive");
+    runtime_ = spec;
+    backend_->workspace().reserve(workspace_bytes(spec.max_num_batched_tokens));
+    covered_.reserve(spec.max_num_batched_tokens);
+    return core::Status();
 }
 
 core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
@@ -36,8 +107,10 @@ core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
     const int64_t T = b.num_tokens();
     if (static_cast<int64_t>(b.positions.size()) != T)
         return core::invalid_argument("forward: positions and token_ids differ in length");
-    std::vector<int> covered(T, 0);
-    std::vector<bool> slot_used(cache_.num_slots(), false);
+    std::vector<int>& covered = covered_;
+    covered.assign(T, 0);
+    std::vector<uint8_t>& slot_used = slot_used_;
+    slot_used.assign(cache_.num_slots(), 0);
     for (const SequenceChunk& ch : b.chunks) {
         if (ch.num_tokens < 0 || ch.token_offset < 0 || ch.token_offset + ch.num_tokens > T)
             return core::invalid_argument("forward: chunk of seq " + std::to_string(ch.seq_id) +
@@ -49,7 +122,7 @@ core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
         // Chunks of one sequence run in position order through one slot: at most one chunk per slot.
         if (slot_used[ch.slot])
             return core::invalid_argument("forward: two chunks use slot " + std::to_string(ch.slot));
-        slot_used[ch.slot] = true;
+        slot_used[ch.slot] = 1;
         const int64_t end = ch.start_pos + ch.num_tokens;
         if (ch.start_pos < 0 || end > config_.max_position_embeddings)
             return core::out_of_range("forward: positions of seq " + std::to_string(ch.seq_id) + " exceed " +
@@ -82,16 +155,32 @@ core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
 
 core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) {
     DI_RETURN_IF_ERROR(validate(batch));
-    const ModelConfig& c = config_;
-    const int64_t T = batch.num_tokens(), D = c.hidden_size, hc = c.hc_mult, L = c.num_hidden_layers;
+    const auto t0 = std::chrono::steady_clock::now();
+    run(batch, logits);
+    if (backend_->profiler().enabled())
+        backend_->profiler().record_step(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return core::Status();
+}
 
-    // Padding chunks are redirected to the scratch slot and block, and their rows skip the MoE.
-    ForwardBatch b = batch;
-    std::vector<bool> skip(T, false);
-    for (SequenceChunk& ch : b.chunks) {
+void DeepseekV4Model::run(const ForwardBatch& b, float* logits) {
+    const ModelConfig& c = config_;
+    const int64_t T = b.num_tokens(), D = c.hidden_size, hc = c.hc_mult, L = c.num_hidden_layers;
+    kernels::Backend& be = *backend_;
+    kernels::Workspace& ws = be.workspace();
+    ws.reset();
+
+    // Padding rows embed token 0, touch no KV state (attention skips their chunks) and skip the MoE.
+    int32_t* ids = ws.take<int32_t>(T);  // [T]
+    uint8_t* skip = ws.take<uint8_t>(T); // [T]
+    std::copy_n(b.token_ids.data(), T, ids);
+    std::fill_n(skip, T, 0);
+    for (const SequenceChunk& ch : b.chunks) {
         if (!ch.is_padding) continue;
-        ch.slot = cache_.scratch_slot();
-        for (int32_t i = 0; i < ch.num_tokens; ++i) skip[ch.token_offset + i] = true;
+        for (int32_t i = 0; i < ch.num_tokens; ++i) {
+            skip[ch.token_offset + i] = 1;
+            ids[ch.token_offset + i] = 0;
+        }
     }
     for (const SequenceChunk& ch : b.chunks) {
         if (ch.is_padding) continue;
@@ -100,9 +189,6 @@ core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) 
         else if (ch.reset_slot || ch.start_pos == 0)
             cache_.reset_slot(ch.slot);
     }
-    std::vector<int32_t> ids(b.token_ids);
-    for (int64_t t = 0; t < T; ++t)
-        if (skip[t]) ids[t] = 0;
 
     if (probes_) {
         probes_->num_tokens = T;
@@ -112,11 +198,11 @@ core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) 
         probes_->indexer_topk.assign(L, {});
     }
 
-    std::vector<float> e(T * D); // [T, D]
-    kernels::embedding(weights_.embed, ids.data(), T, e.data());
-    std::vector<float> h(T * hc * D); // [T, hc, D]
+    float* e = ws.take<float>(T * D); // [T, D]
+    be.embedding({&weights_.embed, ids, T, e});
+    float* h = ws.take<float>(T * hc * D); // [T, hc, D]
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t k = 0; k < hc; ++k) std::copy_n(e.data() + t * D, D, h.data() + (t * hc + k) * D);
+        for (int64_t k = 0; k < hc; ++k) std::copy_n(e + t * D, D, h + (t * hc + k) * D);
 
     for (int64_t l = 0; l < L; ++l) {
         LayerContext lctx;
@@ -126,6 +212,8 @@ core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) 
         lctx.main_rope = &main_rope_;
         lctx.compress_rope = &compress_rope_;
         lctx.cache = &cache_;
+        lctx.backend = &be;
+        lctx.moe = &moe_refs_[l];
         LayerProbeOut probe;
         if (probes_) {
             if (weights_.layers[l].attn.has_indexer) {
@@ -137,23 +225,21 @@ core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) 
             probe.router = probes_->router[l].data();
             probe.router_weights = probes_->router_weights[l].data();
         }
-        decoder_layer_forward(lctx, b, ids.data(), skip, h.data(), probe);
-        if (probes_) probes_->hidden[l] = h;
+        decoder_layer_forward(lctx, b, ids, skip, h, probe);
+        if (probes_) probes_->hidden[l].assign(h, h + T * hc * D);
     }
 
     // Final collapse of the streams, norm and LM head (logits only for the requested rows).
     const float eps = static_cast<float>(c.rms_norm_eps);
-    std::vector<float> x(T * D); // [T, D]
-    hc_head(c, weights_.hc_head_fn, weights_.hc_head_base.data(), weights_.hc_head_scale.data(), h.data(), T,
-            x.data());
-    kernels::rms_norm(x.data(), weights_.norm.data(), T, D, eps, x.data());
-    if (probes_) probes_->final_hidden = x;
+    float* x = ws.take<float>(T * D); // [T, D]
+    hc_head(be, c, weights_.hc_head_fn, weights_.hc_head_base.data(), weights_.hc_head_scale.data(), h, T, x);
+    be.rms_norm({x, weights_.norm.data(), T, D, eps, x});
+    if (probes_) probes_->final_hidden.assign(x, x + T * D);
 
     const int64_t n_out = static_cast<int64_t>(b.logits_rows.size());
-    std::vector<float> sel(n_out * D); // [n_out, D]
-    for (int64_t i = 0; i < n_out; ++i) std::copy_n(x.data() + b.logits_rows[i] * D, D, sel.data() + i * D);
-    kernels::linear(sel.data(), n_out, weights_.head, logits);
-    return core::Status();
+    float* sel = ws.take<float>(n_out * D); // [n_out, D]
+    for (int64_t i = 0; i < n_out; ++i) std::copy_n(x + b.logits_rows[i] * D, D, sel + i * D);
+    be.linear(kernels::linear_args(sel, n_out, weights_.head, logits), kernels::OpKind::kLmHead);
 }
 
 } // namespace deepinfer::model::deepseek_v4

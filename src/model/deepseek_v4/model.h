@@ -1,14 +1,18 @@
 #pragma once
 // DeepSeek V4 as a model::CausalLm: embedding -> hc_mult streams -> layers (mHC + attention, mHC + MoE)
-// -> hc_head -> final norm -> LM head, over a ragged ForwardBatch with paged KV state (kv_cache.h).
+// -> hc_head -> final norm -> LM head, over a ragged ForwardBatch with paged KV state (kv_cache.h). Every op
+// runs on a kernels::Backend (the CPU one today) with buffers from its workspace: once the workspace is
+// planned (configure_runtime) a steady-state step allocates nothing.
 
 #include <memory>
 #include <string>
 
+#include "kernels/backend.h"
 #include "model/causal_lm.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/kv_cache.h"
 #include "model/deepseek_v4/model_weights.h"
+#include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/probes.h"
 #include "model/deepseek_v4/rope.h"
 #include "weights/checkpoint.h"
@@ -24,6 +28,9 @@ public:
     int64_t eos_token_id() const override { return config_.eos_token_id; }
     core::Result<KvGeometry> kv_geometry(int64_t block_size) const override;
     core::Status init_kv_cache(const KvCacheSpec& spec) override;
+    core::Status configure_runtime(const RuntimeSpec& spec) override;
+    void set_thread_pool(core::ThreadPool* pool) override;
+    kernels::Profiler* profiler() override { return &backend_->profiler(); }
     core::Status forward(const ForwardBatch& batch, float* logits) override;
     void copy_block(int32_t src, int32_t dst) override { cache_.copy_block(src, dst); }
     void copy_slot(int32_t src, int32_t dst) override { cache_.copy_slot(src, dst); }
@@ -33,17 +40,29 @@ public:
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
     const weights::Checkpoint& checkpoint() const { return *ckpt_; }
+    kernels::Backend& backend() { return *backend_; }
+    // Swap the backend (a device one, or a test's decorator). Drops the KV state: call init_kv_cache after.
+    void set_backend(std::unique_ptr<kernels::Backend> backend);
+    // Workspace bytes a forward of T tokens (any chunking) needs; configure_runtime reserves it.
+    int64_t workspace_bytes(int64_t T) const;
 
 private:
     DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config, ModelWeights w);
     core::Status validate(const ForwardBatch& batch) const;
+    void run(const ForwardBatch& batch, float* logits);
 
     std::unique_ptr<weights::Checkpoint> ckpt_;
     ModelConfig config_;
     ModelWeights weights_;
     RopeTable main_rope_;
     RopeTable compress_rope_;
+    std::unique_ptr<kernels::Backend> backend_;
     KvCache cache_;
+    std::vector<MoeRefs> moe_refs_; // [L]
+    RuntimeSpec runtime_;
+    // validate()'s scratch, sized once (no allocation while a step's size is unchanged).
+    mutable std::vector<int> covered_;
+    mutable std::vector<uint8_t> slot_used_;
     ForwardProbes* probes_ = nullptr;
 };
 

@@ -1,0 +1,282 @@
+// Threaded lightning indexer and sparse attention. The indexer scores a block of queries against tiles of
+// 16 transposed keys (AVX-512 when the CPU has it, the same mul-then-add order as ref/ so the selected sets
+// are identical), tiles split over the pool, then every query's top-k in parallel. Attention gathers and
+// transposes each query's keys once (MQA: shared by every head) and computes 16 logits per AVX-512 vector
+// in the same per-key order; work items are queries (prefill) or head ranges (decode).
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "core/check.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/backend.h"
+#include "kernels/ref/ops_ref.h"
+
+namespace deepinfer::kernels::cpu {
+namespace {
+
+constexpr int64_t kTile = 16;    // keys per tile (one zmm of scores)
+constexpr int64_t kQBlock = 32;  // queries scored together (keys are transposed once per block)
+constexpr int64_t kMaxDim = 512; // index_head_dim bound for the on-stack key tile
+// Work (multiply-adds) below which a loop runs on the caller: waking the pool costs ~10 us when the machine
+// is quiet (far more when it is oversubscribed), so only loops of tens of microseconds are split.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
+
+// fn(thread_index, num_threads) once on every thread of the pool (only on the caller, as thread 0 of 1,
+// when the work is too small to pay for waking the pool).
+template <typename Fn> void per_thread(core::ThreadPool& pool, Fn&& fn, bool worth_it = true) {
+    if (!worth_it) {
+        fn(int64_t{0}, int64_t{1});
+        return;
+    }
+    const int64_t nth = pool.num_threads();
+    auto body = [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) fn(t, nth);
+    };
+    if (nth == 1)
+        body(0, 1);
+    else
+        pool.parallel_for(nth, std::ref(body));
+}
+
+struct TileJob {
+    const IndexerParams* p;
+    const float* kt; // [d_I, kTile] transposed keys of the tile
+    int64_t e0;      // first entry of the tile
+    float scale;
+};
+
+// scores of query q_i (row `out`) against the tile: s[u] = sum_h w_h * max(q_h . k_u, 0) * scale.
+void tile_scores_generic(const TileJob& j, const float* q, const float* w, float* s) {
+    const int64_t HI = j.p->n_heads, dI = j.p->head_dim;
+    for (int64_t u = 0; u < kTile; ++u) s[u] = 0.0f;
+    for (int64_t h = 0; h < HI; ++h) {
+        float acc[kTile] = {};
+        for (int64_t c = 0; c < dI; ++c) {
+            const float qv = q[h * dI + c];
+            const float* kr = j.kt + c * kTile;
+            for (int64_t u = 0; u < kTile; ++u) acc[u] += qv * kr[u];
+        }
+        const float wh = w[h];
+        for (int64_t u = 0; u < kTile; ++u) s[u] += std::max(acc[u], 0.0f) * j.scale * wh;
+    }
+}
+
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void
+tile_scores_avx512(const TileJob& j, const float* q, const float* w, float* s) {
+    const int64_t HI = j.p->n_heads, dI = j.p->head_dim;
+    __m512 sv = _mm512_setzero_ps();
+    const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(j.scale);
+    for (int64_t h = 0; h < HI; ++h) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t c = 0; c < dI; ++c)
+            acc = _mm512_add_ps(
+                acc, _mm512_mul_ps(_mm512_set1_ps(q[h * dI + c]), _mm512_loadu_ps(j.kt + c * kTile)));
+        // std::max(acc, 0) (keeps -0 and NaN as it does), * scale, * w_h, then added: ref's order.
+        const __m512 relu = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(acc, zero, _CMP_NLT_UQ), acc);
+        const __m512 t = _mm512_mul_ps(_mm512_mul_ps(relu, scale), _mm512_set1_ps(w[h]));
+        sv = _mm512_add_ps(sv, t);
+    }
+    _mm512_storeu_ps(s, sv);
+}
+
+std::atomic<bool> g_allow_avx512{true};
+
+bool has_avx512() {
+    static const bool yes = __builtin_cpu_supports("avx512f");
+    return yes && g_allow_avx512.load(std::memory_order_relaxed);
+}
+
+} // namespace
+
+void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
+    const int64_t dI = p.head_dim, m = p.keys.ratio, n_total = p.n_total;
+    DI_CHECK(dI <= kMaxDim);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dI));
+    const int64_t nth = pool.num_threads();
+    const Workspace::Mark mark = ws.mark();
+    float* scores = ws.take<float>(kQBlock * std::max<int64_t>(n_total, 1));   // [kQBlock, n_total]
+    auto* elems = ws.take<ref::TopkElem>(nth * std::max<int64_t>(n_total, 1)); // [threads, n_total]
+    int32_t* sel = ws.take<int32_t>(nth * std::max<int64_t>(n_total, 1));      // [threads, n_total]
+    const bool avx512 = has_avx512();
+
+    for (int64_t q0 = 0; q0 < p.n; q0 += kQBlock) {
+        const int64_t nq = std::min(kQBlock, p.n - q0);
+        const int64_t max_vis = (p.start_pos + q0 + nq) / m; // visible entries of the block's last query
+        const int64_t n_tiles = (max_vis + kTile - 1) / kTile;
+        // Phase 1: scores, tiles of keys split over the threads.
+        const bool big = n_tiles * kTile * nq * p.n_heads * dI >= kParallelMacs;
+        per_thread(
+            pool,
+            [&](int64_t ti, int64_t nt) {
+                alignas(64) float kt[kMaxDim * kTile];
+                alignas(64) float s[kTile];
+                const int64_t tb = n_tiles * ti / nt, te = n_tiles * (ti + 1) / nt;
+                for (int64_t tile = tb; tile < te; ++tile) {
+                    const int64_t e0 = tile * kTile, ne = std::min(kTile, max_vis - e0);
+                    for (int64_t u = 0; u < kTile; ++u) {
+                        if (u < ne) {
+                            const float* k = p.keys.entry(e0 + u);
+                            for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = k[c];
+                        } else {
+                            for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = 0.0f;
+                        }
+                    }
+                    const TileJob job{&p, kt, e0, scale};
+                    for (int64_t qi = 0; qi < nq; ++qi) {
+                        const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
+                        if (e0 >= nv) continue;
+                        const float* q = p.q + i * p.q_ld;
+                        const float* w = p.weights + i * p.w_ld;
+                        if (avx512)
+                            tile_scores_avx512(job, q, w, s);
+                        else
+                            tile_scores_generic(job, q, w, s);
+                        std::copy_n(s, std::min(kTile, nv - e0), scores + qi * n_total + e0);
+                    }
+                }
+            },
+            big);
+        // Phase 2: -inf past each query's visible entries, then its top-k; queries split over threads.
+        per_thread(
+            pool,
+            [&](int64_t ti, int64_t nt) {
+                for (int64_t qi = ti; qi < nq; qi += nt) {
+                    const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
+                    float* row = scores + qi * n_total;
+                    std::fill(row + nv, row + n_total, -std::numeric_limits<float>::infinity());
+                    ref::indexer_select(row, nv, n_total, p.topk, p.picks + i * p.topk, elems + ti * n_total,
+                                        sel + ti * n_total);
+                }
+            },
+            nq > 1 && nq * n_total >= (1 << 12));
+    }
+    ws.release(mark);
+}
+
+namespace {
+
+// The keys query i reads (window rows, then compressed entries), as ref::sparse_attention_head orders them.
+int64_t gather_keys(const SparseAttentionParams& p, int64_t i, const float** keys) {
+    const int64_t pos = p.start_pos + i, bs = p.block_size, d = p.head_dim;
+    int64_t n = 0;
+    for (int64_t k = std::max<int64_t>(0, pos - p.window + 1); k <= pos; ++k)
+        keys[n++] = p.raw + (p.block_table[k / bs] * bs + k % bs) * d;
+    if (p.compressed.base) {
+        if (p.picks) {
+            const int32_t* picks = p.picks + i * p.topk;
+            for (int64_t j = 0; j < p.topk && picks[j] >= 0; ++j) keys[n++] = p.compressed.entry(picks[j]);
+        } else {
+            for (int64_t e = 0; e < (pos + 1) / p.compressed.ratio; ++e) keys[n++] = p.compressed.entry(e);
+        }
+    }
+    return n;
+}
+
+// logits[j] = (q . k_j) * scale for one tile of kTile transposed keys kt [d, kTile], ref's order per key.
+void tile_logits_generic(const float* q, const float* kt, int64_t d, float scale, float* out) {
+    float acc[kTile] = {};
+    for (int64_t c = 0; c < d; ++c)
+        for (int64_t u = 0; u < kTile; ++u) acc[u] += q[c] * kt[c * kTile + u];
+    for (int64_t u = 0; u < kTile; ++u) out[u] = acc[u] * scale;
+}
+
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void
+tile_logits_avx512(const float* q, const float* kt, int64_t d, float scale, float* out) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t c = 0; c < d; ++c)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(q[c]), _mm512_loadu_ps(kt + c * kTile)));
+    _mm512_storeu_ps(out, _mm512_mul_ps(acc, _mm512_set1_ps(scale)));
+}
+
+struct AttnScratch {
+    const float** keys; // [max_keys]
+    float* kt;          // [tiles, d, kTile] transposed keys
+    float* logits;      // [tiles * kTile]
+};
+
+// Heads [h0, h1) of query i: keys gathered and transposed once, logits 16 keys at a time, then ref's
+// softmax with the sink and weighted sum (per output channel in key order, as ref).
+void attend(const SparseAttentionParams& p, int64_t i, int64_t h0, int64_t h1, const AttnScratch& s,
+            bool avx512) {
+    const int64_t d = p.head_dim;
+    const int64_t n = gather_keys(p, i, s.keys);
+    const int64_t tiles = (n + kTile - 1) / kTile;
+    for (int64_t t = 0; t < tiles; ++t) {
+        float* kt = s.kt + t * d * kTile;
+        for (int64_t u = 0; u < kTile; ++u) {
+            const int64_t j = t * kTile + u;
+            if (j < n)
+                for (int64_t c = 0; c < d; ++c) kt[c * kTile + u] = s.keys[j][c];
+            else
+                for (int64_t c = 0; c < d; ++c) kt[c * kTile + u] = 0.0f;
+        }
+    }
+    for (int64_t h = h0; h < h1; ++h) {
+        const float* qh = p.q + i * p.q_ld + h * d;
+        float* logits = s.logits;
+        for (int64_t t = 0; t < tiles; ++t) {
+            if (avx512)
+                tile_logits_avx512(qh, s.kt + t * d * kTile, d, p.scale, logits + t * kTile);
+            else
+                tile_logits_generic(qh, s.kt + t * d * kTile, d, p.scale, logits + t * kTile);
+        }
+        const float sink = p.sink[h];
+        float mx = sink;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, logits[j]);
+        float denom = std::exp(sink - mx);
+        for (int64_t j = 0; j < n; ++j) {
+            logits[j] = std::exp(logits[j] - mx);
+            denom += logits[j];
+        }
+        float* oh = p.o + i * p.o_ld + h * d;
+        std::fill_n(oh, d, 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+            const float pj = logits[j] / denom;
+            const float* kj = s.keys[j];
+            for (int64_t c = 0; c < d; ++c) oh[c] += pj * kj[c];
+        }
+    }
+}
+
+} // namespace
+
+void sparse_attention(const SparseAttentionParams& p, core::ThreadPool& pool, Workspace& ws) {
+    const int64_t max_keys = std::max<int64_t>(ref::sparse_attention_max_keys(p), 1);
+    const int64_t pad = (max_keys + kTile - 1) / kTile * kTile;
+    const int64_t nth = pool.num_threads(), H = p.n_heads, d = p.head_dim;
+    const Workspace::Mark mark = ws.mark();
+    auto** keys = ws.take<const float*>(nth * pad);
+    float* kt = ws.take<float>(nth * pad * d);
+    float* logits = ws.take<float>(nth * pad);
+    auto scratch = [&](int64_t ti) {
+        return AttnScratch{keys + ti * pad, kt + ti * pad * d, logits + ti * pad};
+    };
+    const bool avx512 = has_avx512();
+    if (nth == 1 || p.n * H * max_keys * d < kParallelMacs) {
+        for (int64_t i = 0; i < p.n; ++i) attend(p, i, 0, H, scratch(0), avx512);
+    } else if (p.n >= 2 * nth) {
+        // Whole queries (keys transposed once for all heads), interleaved: later queries see more keys.
+        per_thread(pool, [&](int64_t ti, int64_t nt) {
+            for (int64_t i = ti; i < p.n; i += nt) attend(p, i, 0, H, scratch(ti), avx512);
+        });
+    } else {
+        // Few queries (decode): split every query's heads over the threads.
+        per_thread(pool, [&](int64_t ti, int64_t nt) {
+            for (int64_t i = 0; i < p.n; ++i)
+                attend(p, i, H * ti / nt, H * (ti + 1) / nt, scratch(ti), avx512);
+        });
+    }
+    ws.release(mark);
+}
+
+void allow_avx512(bool allow) {
+    g_allow_avx512 = allow;
+}
+
+} // namespace deepinfer::kernels::cpu

@@ -1,0 +1,142 @@
+// The CPU backend: cheap ops run their ref/ version (split over tokens on the pool when there are many),
+// the hot ones their threaded cpu/ version; matmul is kernels::matmul.
+
+#include "kernels/cpu/backend.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "core/thread_pool.h"
+#include "kernels/ref/ops_ref.h"
+
+namespace deepinfer::kernels::cpu {
+namespace {
+
+// Runs fn(begin, end) over token ranges: on the pool when the work is worth waking it.
+template <typename Fn> void over_tokens(core::ThreadPool& pool, int64_t T, int64_t work_per_token, Fn&& fn) {
+    if (T < 2 || T * work_per_token < (1 << 14) || pool.num_threads() == 1) {
+        fn(int64_t{0}, T);
+        return;
+    }
+    pool.parallel_for(T, std::ref(fn));
+}
+
+} // namespace
+
+void linear_on(const MatmulArgs& args, core::ThreadPool* pool) {
+    MatmulArgs a = args;
+    a.pool = pool;
+    kernels::matmul(a);
+}
+
+CpuBackend::CpuBackend(core::ThreadPool* pool) {
+    set_thread_pool(pool);
+}
+
+void CpuBackend::set_thread_pool(core::ThreadPool* pool) {
+    pool_ = pool ? pool : &core::ThreadPool::global();
+}
+
+int CpuBackend::num_threads() const {
+    return pool_->num_threads();
+}
+
+BufferPtr CpuBackend::alloc_floats(int64_t n) {
+    float* p = new float[static_cast<size_t>(std::max<int64_t>(n, 1))]();
+    return BufferPtr(p, [](float* q) { delete[] q; });
+}
+
+void CpuBackend::run_embedding(const EmbeddingParams& p) {
+    ref::embedding(*p.table, p.ids, p.n, p.out);
+}
+
+void CpuBackend::run_linear(const MatmulArgs& a) {
+    linear_on(a, pool_);
+}
+
+void CpuBackend::run_rms_norm(const RmsNormParams& p) {
+    over_tokens(*pool_, p.n, p.d, [&](int64_t b, int64_t e) {
+        ref::rms_norm(p.x + b * p.d, p.weight, e - b, p.d, p.eps, p.y + b * p.d);
+    });
+}
+
+void CpuBackend::run_rope(const RopeParams& p) {
+    over_tokens(*pool_, p.n_tokens, p.n_vec * p.rope_dim * 8, [&](int64_t b, int64_t e) {
+        RopeParams q = p;
+        q.x = p.x + b * p.token_stride;
+        q.positions = p.positions + b;
+        q.n_tokens = e - b;
+        ref::rope(q);
+    });
+}
+
+void CpuBackend::run_hc_pre(const HcPreParams& p) {
+    const int64_t n_mix = (2 + p.hc) * p.hc;
+    over_tokens(*pool_, p.T, p.hc * p.D + p.sinkhorn_iters * p.hc * p.hc * 4, [&](int64_t b, int64_t e) {
+        HcPreParams q = p;
+        q.T = e - b;
+        q.mix = p.mix + b * n_mix;
+        q.h = p.h + b * p.hc * p.D;
+        q.post = p.post + b * p.hc;
+        q.comb = p.comb + b * p.hc * p.hc;
+        q.x = p.x + b * p.D;
+        ref::hc_pre(q);
+    });
+}
+
+void CpuBackend::run_hc_post(const HcPostParams& p) {
+    over_tokens(*pool_, p.T, p.hc * p.hc * p.D, [&](int64_t b, int64_t e) {
+        HcPostParams q = p;
+        q.T = e - b;
+        q.post = p.post + b * p.hc;
+        q.comb = p.comb + b * p.hc * p.hc;
+        q.y = p.y + b * p.D;
+        q.h = p.h + b * p.hc * p.D;
+        ref::hc_post(q);
+    });
+}
+
+void CpuBackend::run_hc_head(const HcHeadParams& p) {
+    over_tokens(*pool_, p.T, p.hc * p.D, [&](int64_t b, int64_t e) {
+        HcHeadParams q = p;
+        q.T = e - b;
+        q.mix = p.mix + b * p.hc;
+        q.h = p.h + b * p.hc * p.D;
+        q.x = p.x + b * p.D;
+        ref::hc_head(q);
+    });
+}
+
+void CpuBackend::run_kv_store(const KvStoreParams& p) {
+    ref::kv_store(p);
+}
+
+void CpuBackend::run_compressor(const CompressorParams& p) {
+    ref::compressor(p); // a state machine over the sequence's positions: serial by nature
+}
+
+void CpuBackend::run_indexer(const IndexerParams& p) {
+    cpu::indexer(p, *pool_, workspace());
+}
+
+void CpuBackend::run_sparse_attention(const SparseAttentionParams& p) {
+    cpu::sparse_attention(p, *pool_, workspace());
+}
+
+void CpuBackend::run_moe_routing(const MoeRoutingParams& p) {
+    ref::moe_routing(p);
+}
+
+void CpuBackend::run_moe_experts(const MoeExpertsParams& p) {
+    const LinearHook hook{
+        [](void* self, const MatmulArgs& a) { static_cast<CpuBackend*>(self)->run_linear(a); }, this};
+    cpu::moe_experts(p, hook, workspace());
+}
+
+} // namespace deepinfer::kernels::cpu
+
+namespace deepinfer::kernels {
+std::unique_ptr<Backend> make_cpu_backend(core::ThreadPool* pool) {
+    return std::make_unique<cpu::CpuBackend>(pool);
+}
+} // namespace deepinfer::kernels

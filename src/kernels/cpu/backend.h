@@ -1,0 +1,53 @@
+#pragma once
+// The CPU backend (see kernels/backend.h): every parallel loop runs on one persistent pool, handed in by
+// whoever owns it (the engine / model runner); nullptr falls back to core::ThreadPool::global() for tools.
+
+#include "kernels/backend.h"
+
+namespace deepinfer::kernels::cpu {
+
+class CpuBackend : public Backend {
+public:
+    explicit CpuBackend(core::ThreadPool* pool);
+    const char* name() const override { return "cpu"; }
+    BufferPtr alloc_floats(int64_t n) override;
+    void set_thread_pool(core::ThreadPool* pool) override;
+    int num_threads() const override;
+    core::ThreadPool& pool() { return *pool_; }
+
+protected:
+    void run_embedding(const EmbeddingParams& p) override;
+    void run_linear(const MatmulArgs& a) override;
+    void run_rms_norm(const RmsNormParams& p) override;
+    void run_rope(const RopeParams& p) override;
+    void run_hc_pre(const HcPreParams& p) override;
+    void run_hc_post(const HcPostParams& p) override;
+    void run_hc_head(const HcHeadParams& p) override;
+    void run_kv_store(const KvStoreParams& p) override;
+    void run_compressor(const CompressorParams& p) override;
+    void run_indexer(const IndexerParams& p) override;
+    void run_sparse_attention(const SparseAttentionParams& p) override;
+    void run_moe_routing(const MoeRoutingParams& p) override;
+    void run_moe_experts(const MoeExpertsParams& p) override;
+
+private:
+    core::ThreadPool* pool_;
+};
+
+// The threaded versions (tested against ref/ in tests/kernels). Scratch comes from ws (released on return).
+void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws);
+void sparse_attention(const SparseAttentionParams& p, core::ThreadPool& pool, Workspace& ws);
+// Lets the indexer / attention use their AVX-512 paths when the CPU has them (default); false forces the
+// generic paths (tests run both).
+void allow_avx512(bool allow);
+// The experts' matmuls go through `linear` (the backend's run_linear, so a decorator sees them).
+struct LinearHook {
+    void (*fn)(void* ctx, const MatmulArgs& a);
+    void* ctx;
+    void operator()(const MatmulArgs& a) const { fn(ctx, a); }
+};
+void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws);
+// y = x W^T on `pool` (the matmul entry point, with the pool when MatmulArgs carries one).
+void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
+
+} // namespace deepinfer::kernels::cpu

@@ -1,0 +1,78 @@
+#include "kernels/profiler.h"
+
+#include <algorithm>
+
+namespace deepinfer::kernels {
+
+const char* op_name(OpKind k) {
+    switch (k) {
+    case OpKind::kEmbedding:
+        return "embedding";
+    case OpKind::kLinear:
+        return "linear";
+    case OpKind::kRmsNorm:
+        return "rms_norm";
+    case OpKind::kRope:
+        return "rope";
+    case OpKind::kHcPre:
+        return "hc_pre";
+    case OpKind::kHcPost:
+        return "hc_post";
+    case OpKind::kHcHead:
+        return "hc_head";
+    case OpKind::kKvStore:
+        return "kv_store";
+    case OpKind::kCompressor:
+        return "compressor";
+    case OpKind::kIndexer:
+        return "indexer";
+    case OpKind::kSparseAttention:
+        return "sparse_attention";
+    case OpKind::kMoeRouting:
+        return "moe_routing";
+    case OpKind::kMoeExperts:
+        return "moe_experts";
+    case OpKind::kLmHead:
+        return "lm_head";
+    case OpKind::kCount:
+        return "?";
+    }
+    return "?";
+}
+
+OpStats ProfileSnapshot::total() const {
+    OpStats t;
+    for (const OpStats& s : ops) {
+        t.calls += s.calls;
+        t.seconds += s.seconds;
+        t.bytes += s.bytes;
+        t.flops += s.flops;
+    }
+    return t;
+}
+
+void print_profile(std::FILE* out, const ProfileSnapshot& s, const Roofline& roof, const char* title) {
+    const OpStats tot = s.total();
+    const double step = s.step_seconds > 0 ? s.step_seconds : tot.seconds;
+    std::fprintf(out, "profile: %s: %lld forward(s), %.3f ms per forward, ops cover %.1f%% of it\n", title,
+                 static_cast<long long>(s.steps), s.steps ? 1e3 * step / static_cast<double>(s.steps) : 0.0,
+                 step > 0 ? 100.0 * tot.seconds / step : 0.0);
+    std::fprintf(out, "  %-17s %9s %11s %7s %10s %10s %9s\n", "op", "calls", "ms", "share", "GB/s", "GFLOP/s",
+                 "roofline");
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+        const OpStats& o = s.ops[i];
+        if (o.calls == 0) continue;
+        const double gbs = o.seconds > 0 ? o.bytes / o.seconds / 1e9 : 0.0;
+        const double gfs = o.seconds > 0 ? o.flops / o.seconds / 1e9 : 0.0;
+        double frac = 0;
+        if (roof.read_gb_s > 0) frac = std::max(frac, gbs / roof.read_gb_s);
+        if (roof.gflop_s > 0) frac = std::max(frac, gfs / roof.gflop_s);
+        char fr[16] = "-";
+        if (roof.read_gb_s > 0 || roof.gflop_s > 0) std::snprintf(fr, sizeof(fr), "%.1f%%", 100.0 * frac);
+        std::fprintf(out, "  %-17s %9lld %11.3f %6.1f%% %10.2f %10.2f %9s\n", op_name(static_cast<OpKind>(i)),
+                     static_cast<long long>(o.calls), 1e3 * o.seconds,
+                     step > 0 ? 100.0 * o.seconds / step : 0.0, gbs, gfs, fr);
+    }
+}
+
+} // namespace deepinfer::kernels

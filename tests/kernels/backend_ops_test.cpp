@@ -1,0 +1,316 @@
+// The V4 ops behind kernels::Backend: every threaded cpu/ version against its ref/ spec over a grid of
+// shapes, positions and pool sizes (indexer picks and attention outputs must be identical: cpu/ keeps
+// ref's arithmetic order per element; grouped experts within NMSE of ref's double-accumulated matmul),
+// plus the Workspace arena and the op census.
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/thread_pool.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend.h"
+#include "kernels/ref/ops_ref.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+std::vector<float> randn(size_t n, std::mt19937* rng, float scale = 1.0f) {
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(*rng);
+    return v;
+}
+
+// A paged store of `n_entries` entries of `width`, blocks in a shuffled physical order.
+struct Paged {
+    std::vector<float> store;
+    std::vector<int32_t> table;
+    PagedEntries view;
+    Paged(int64_t n_entries, int64_t width, int64_t ratio, int64_t block_size, std::mt19937* rng) {
+        const int64_t per_block = block_size / ratio;
+        const int64_t blocks = (n_entries + per_block - 1) / per_block + 1;
+        table.resize(blocks);
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), *rng);
+        store = randn(blocks * per_block * width, rng);
+        view = {store.data(), width, ratio, block_size, table.data()};
+    }
+};
+
+struct IndexerCase {
+    int64_t heads, dim, ratio, block_size, start_pos, n, topk;
+};
+
+TEST(BackendOps, IndexerMatchesRefExactly) {
+    const IndexerCase cases[] = {
+        {8, 32, 4, 16, 0, 1, 3},     {8, 32, 4, 16, 37, 1, 3},     {8, 32, 4, 16, 0, 70, 3},
+        {4, 20, 8, 32, 100, 45, 64}, {3, 17, 4, 8, 1000, 33, 512}, {64, 128, 4, 256, 5000, 3, 512},
+        {2, 16, 4, 16, 60, 64, 2},
+    };
+    std::mt19937 rng(7);
+    for (int threads : {1, 2, 3}) {
+        cpu::allow_avx512(threads != 3); // the generic path on 3 threads
+        core::ThreadPool pool(threads);
+        Workspace ws;
+        for (const IndexerCase& c : cases) {
+            const int64_t n_total = (c.start_pos + c.n) / c.ratio;
+            Paged keys(n_total + 1, c.dim, c.ratio, c.block_size, &rng);
+            std::vector<float> q = randn(c.n * c.heads * c.dim, &rng);
+            std::vector<float> w = randn(c.n * c.heads, &rng, 0.3f);
+            // Exact ties: ReLU makes every score of an all-negative query 0.
+            if (c.n > 2)
+                for (int64_t j = 0; j < c.heads * c.dim; ++j) q[j] = -std::abs(q[j]) * 1e-3f;
+            IndexerParams p;
+            p.q = q.data();
+            p.q_ld = c.heads * c.dim;
+            p.weights = w.data();
+            p.w_ld = c.heads;
+            p.n = c.n;
+            p.start_pos = c.start_pos;
+            p.n_total = n_total;
+            p.n_heads = c.heads;
+            p.head_dim = c.dim;
+            p.topk = c.topk;
+            p.keys = keys.view;
+            std::vector<int32_t> want(c.n * c.topk, -7), got(c.n * c.topk, -7);
+            p.picks = want.data();
+            ref::indexer(p);
+            p.picks = got.data();
+            cpu::indexer(p, pool, ws);
+            EXPECT_EQ(got, want) << "threads " << threads << " dim " << c.dim << " start " << c.start_pos
+                                 << " n " << c.n;
+            for (int64_t i = 0; i < c.n; ++i) { // picks: visible, ascending, -1 padded
+                const int64_t nv = (c.start_pos + i + 1) / c.ratio;
+                const int32_t* row = want.data() + i * c.topk;
+                int64_t k = 0;
+                while (k < c.topk && row[k] >= 0) {
+                    EXPECT_LT(row[k], nv);
+                    if (k > 0) {
+                        EXPECT_LT(row[k - 1], row[k]);
+                    }
+                    ++k;
+                }
+                EXPECT_EQ(k, std::min(c.topk, nv)) << "every visible entry is picked while there are few";
+            }
+        }
+    }
+    cpu::allow_avx512(true);
+}
+
+TEST(BackendOps, SparseAttentionMatchesRefExactly) {
+    std::mt19937 rng(11);
+    struct Case {
+        int64_t heads, dim, window, ratio, block_size, start_pos, n, topk;
+        int mode; // 0 sliding only, 1 all closed windows (HCA), 2 picks (CSA)
+    };
+    const Case cases[] = {
+        {4, 32, 8, 4, 16, 0, 9, 3, 0},
+        {4, 32, 8, 4, 16, 40, 1, 3, 1},
+        {4, 32, 8, 4, 16, 20, 30, 3, 2},
+        {3, 24, 128, 128, 256, 700, 5, 0, 1},
+        {16, 64, 128, 4, 256, 300, 2, 64, 2},
+        // Many queries: whole-query work items.
+        {8, 64, 128, 8, 256, 400, 40, 0, 1},
+        {8, 64, 16, 4, 64, 500, 24, 32, 2},
+    };
+    for (int threads : {1, 2, 3}) {
+        cpu::allow_avx512(threads != 3); // the generic path on 3 threads
+        core::ThreadPool pool(threads);
+        Workspace ws;
+        for (const Case& c : cases) {
+            const int64_t last = c.start_pos + c.n;
+            const int64_t blocks = last / c.block_size + 2;
+            std::vector<int32_t> table(blocks);
+            std::iota(table.begin(), table.end(), 0);
+            std::shuffle(table.begin(), table.end(), rng);
+            std::vector<float> raw = randn(blocks * c.block_size * c.dim, &rng);
+            Paged comp(last / c.ratio + 1, c.dim, c.ratio, c.block_size, &rng);
+            comp.table = table;
+            comp.view.block_table = comp.table.data();
+            std::vector<float> q = randn(c.n * c.heads * c.dim, &rng), sink = randn(c.heads, &rng);
+            std::vector<int32_t> picks(c.n * std::max<int64_t>(c.topk, 1), -1);
+            for (int64_t i = 0; i < c.n; ++i) {
+                const int64_t nv = (c.start_pos + i + 1) / c.ratio;
+                for (int64_t k = 0; k < std::min(c.topk, nv); ++k)
+                    picks[i * c.topk + k] = static_cast<int32_t>(k * nv / std::max<int64_t>(c.topk, 1));
+            }
+            SparseAttentionParams p;
+            p.q = q.data();
+            p.q_ld = c.heads * c.dim;
+            p.n = c.n;
+            p.start_pos = c.start_pos;
+            p.n_heads = c.heads;
+            p.head_dim = c.dim;
+            p.window = c.window;
+            p.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+            p.sink = sink.data();
+            p.raw = raw.data();
+            p.block_size = c.block_size;
+            p.block_table = table.data();
+            if (c.mode > 0) p.compressed = comp.view;
+            p.picks = c.mode == 2 ? picks.data() : nullptr;
+            p.topk = c.topk;
+            p.o_ld = c.heads * c.dim;
+            std::vector<float> want(c.n * c.heads * c.dim, 9.0f), got(want.size(), -9.0f);
+            p.o = want.data();
+            ref::sparse_attention(p);
+            p.o = got.data();
+            cpu::sparse_attention(p, pool, ws);
+            EXPECT_EQ(got, want) << "threads " << threads << " mode " << c.mode;
+            for (float v : want) ASSERT_TRUE(std::isfinite(v));
+        }
+    }
+    cpu::allow_avx512(true);
+}
+
+// F32 weight [rows, cols] backed by `store`.
+core::Weight f32_weight(std::vector<float>& store, int64_t rows, int64_t cols) {
+    core::Weight w;
+    w.format = core::WeightFormat::kF32;
+    w.data = store.data();
+    w.rows = rows;
+    w.cols = cols;
+    return w;
+}
+
+TEST(BackendOps, GroupedExpertsMatchRefAndTouchOnlySelectedExperts) {
+    std::mt19937 rng(5);
+    const int64_t D = 48, I = 24, E = 6, K = 2;
+    std::vector<std::vector<float>> stores;
+    std::vector<core::Weight> ws_;
+    stores.reserve(3 * (E + 1));
+    ws_.reserve(3 * (E + 1));
+    std::vector<ExpertRef> experts(E);
+    auto make = [&](int64_t rows, int64_t cols, bool valid) {
+        stores.push_back(valid ? randn(rows * cols, &rng, 0.2f) : std::vector<float>());
+        ws_.push_back(f32_weight(stores.back(), rows, cols));
+        if (!valid) ws_.back().data = nullptr; // touching it would crash
+        return &ws_.back();
+    };
+    const int64_t unused = 3; // no row selects expert 3: its weights must never be read
+    for (int64_t e = 0; e < E; ++e)
+        experts[e] = {make(I, D, e != unused), make(D, I, e != unused), make(I, D, e != unused)};
+    ExpertRef shared{make(2 * I, D, true), make(D, 2 * I, true), make(2 * I, D, true)};
+    for (int threads : {1, 2}) {
+        core::ThreadPool pool(threads);
+        cpu::CpuBackend be(&pool);
+        for (int64_t T : {1, 5, 33}) {
+            std::vector<float> x = randn(T * D, &rng);
+            std::vector<int32_t> idx(T * K);
+            std::vector<float> wts(T * K);
+            std::vector<uint8_t> skip(T, 0);
+            for (int64_t t = 0; t < T; ++t) {
+                idx[t * K] = static_cast<int32_t>(t % 3);           // 0, 1, 2
+                idx[t * K + 1] = static_cast<int32_t>(4 + (t % 2)); // 4, 5
+                wts[t * K] = 0.7f;
+                wts[t * K + 1] = 0.4f;
+            }
+            if (T > 1) {
+                skip[T - 1] = 1;
+                std::fill_n(idx.data() + (T - 1) * K, K, -1);
+            }
+            MoeExpertsParams p;
+            p.x = x.data();
+            p.T = T;
+            p.D = D;
+            p.E = E;
+            p.K = K;
+            p.idx = idx.data();
+            p.weights = wts.data();
+            p.skip = skip.data();
+            p.experts = experts.data();
+            p.shared = &shared;
+            p.swiglu_limit = 0.5f;
+            std::vector<float> want(T * D, 3.0f), got(T * D, -3.0f);
+            p.out = want.data();
+            ref::moe_experts(p);
+            p.out = got.data();
+            be.moe_experts(p);
+            double num = 0, den = 0;
+            for (size_t i = 0; i < want.size(); ++i) {
+                num += (got[i] - want[i]) * double(got[i] - want[i]);
+                den += want[i] * double(want[i]);
+            }
+            EXPECT_LT(num / den, 1e-10) << "T " << T;
+            if (T > 1) {
+                for (int64_t j = 0; j < D; ++j) EXPECT_EQ(got[(T - 1) * D + j], 0.0f) << "skipped row";
+            }
+        }
+    }
+}
+
+TEST(BackendOps, WorkspaceIsAlignedScopedAndFoldsGrowth) {
+    Workspace ws;
+    ws.reserve(1024);
+    float* a = ws.take<float>(3);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+    const Workspace::Mark m = ws.mark();
+    float* b = ws.take<float>(10);
+    ws.release(m);
+    EXPECT_EQ(ws.take<float>(10), b) << "release() hands the same storage back";
+    EXPECT_EQ(ws.growths(), 0);
+    float* big = ws.take<float>(1000); // past the plan: a chained chunk
+    big[999] = 1.0f;
+    EXPECT_EQ(ws.growths(), 1);
+    EXPECT_EQ(a[0] = 2.0f, 2.0f); // earlier buffers stay valid
+    ws.reset();
+    EXPECT_GE(ws.capacity(), ws.high_water()) << "reset folds the chunks into one of the high-water size";
+    ws.take<float>(3);
+    ws.take<float>(10);
+    ws.take<float>(1000);
+    EXPECT_EQ(ws.growths(), 1) << "the same step fits after the fold";
+}
+
+TEST(BackendOps, ProfilerCountsEveryOpThroughTheBackend) {
+    std::mt19937 rng(3);
+    cpu::CpuBackend be(nullptr);
+    std::vector<float> wv = randn(16 * 32, &rng), x = randn(4 * 32, &rng), y(4 * 16);
+    core::Weight w = f32_weight(wv, 16, 32);
+    be.linear(linear_args(x.data(), 4, w, y.data())); // not counted: profiler off
+    be.profiler().set_enabled(true);
+    be.linear(linear_args(x.data(), 4, w, y.data()));
+    be.linear(linear_args(x.data(), 4, w, y.data()), OpKind::kLmHead);
+    be.rms_norm({x.data(), nullptr, 4, 32, 1e-6f, x.data()});
+    const ProfileSnapshot& s = be.profiler().snapshot();
+    const OpStats& lin = s.ops[static_cast<size_t>(OpKind::kLinear)];
+    EXPECT_EQ(lin.calls, 1);
+    EXPECT_EQ(s.ops[static_cast<size_t>(OpKind::kLmHead)].calls, 1);
+    EXPECT_EQ(s.ops[static_cast<size_t>(OpKind::kRmsNorm)].calls, 1);
+    EXPECT_EQ(s.ops[static_cast<size_t>(OpKind::kRope)].calls, 0);
+    EXPECT_DOUBLE_EQ(lin.flops, 2.0 * 4 * 16 * 32);
+    EXPECT_DOUBLE_EQ(lin.bytes, 16.0 * 32 * 4 + 4.0 * 4 * (32 + 16)); // weights + activations
+    EXPECT_EQ(s.total().calls, 3);
+    be.profiler().clear();
+    EXPECT_EQ(be.profiler().snapshot().total().calls, 0);
+}
+
+TEST(BackendOps, ProfilerSnapshotsAreSafeWhileOpsRecord) {
+    cpu::CpuBackend be(nullptr);
+    be.profiler().set_enabled(true);
+    std::vector<float> x(64, 1.0f);
+    std::atomic<bool> done{false};
+    int64_t last = 0;
+    bool monotonic = true;
+    std::thread reader([&] { // a metrics exporter polling from another thread
+        while (!done) {
+            const int64_t c = be.profiler().snapshot().ops[static_cast<size_t>(OpKind::kRmsNorm)].calls;
+            monotonic = monotonic && c >= last;
+            last = c;
+        }
+    });
+    for (int i = 0; i < 2000; ++i) be.rms_norm({x.data(), nullptr, 1, 64, 1e-6f, x.data()});
+    done = true;
+    reader.join();
+    EXPECT_TRUE(monotonic);
+    EXPECT_EQ(be.profiler().snapshot().ops[static_cast<size_t>(OpKind::kRmsNorm)].calls, 2000);
+}
+
+} // namespace
+} // namespace deepinfer::kernels
