@@ -177,6 +177,7 @@ TEST(ZeroAlloc, SteadyStateDecodeAllocatesNothing) {
     }
     const Counts c = count_decode(m, d, dlog, 12);
     EXPECT_EQ(c.outside, 0) << "heap allocations in 12 steady-state decode steps outside kernels::matmul";
+    EXPECT_EQ(c.in_matmul, 0) << "heap allocations in 12 steady-state decode steps inside kernels::matmul";
     std::printf("allocations in 12 decode steps: %lld outside kernels::matmul, %lld inside it\n",
                 static_cast<long long>(c.outside), static_cast<long long>(c.in_matmul));
     RecordProperty("matmul_allocations", static_cast<int>(c.in_matmul));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "core/check.h"
@@ -92,7 +93,7 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     auto* xq = reinterpret_cast<uint8_t*>(buf.data());
     float* xs = buf.data() + xq_floats;
     auto quant = [&](int64_t b, int64_t e) { q.quantize(a, b, e, n_pad, xq, xs); };
-    serial ? quant(0, n_pad) : pool->parallel_for(n_pad, quant);
+    serial ? quant(0, n_pad) : pool->parallel_for(n_pad, std::ref(quant));
     const int64_t micro_rows = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) {
         std::vector<float>& s = scratch(2);
@@ -100,7 +101,7 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
         if (s.size() < need) s.resize(need);
         q.gemm(a, b * 4, std::min(e * 4, rows), xq, xs, n_pad, s.data());
     };
-    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, body);
+    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, std::ref(body));
 }
 
 } // namespace
@@ -213,7 +214,7 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
             const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep, fold.data());
             DI_CHECK(ok) << "GEMV refused a layout gemv_fits accepted";
         };
-        serial ? body(0, groups) : pool->parallel_for(groups, body);
+        serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
         return;
     }
 
@@ -228,7 +229,7 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
             for (int64_t i = a.n; i < n_pad; ++i) dst[i] = 0.0f;
         }
     };
-    serial ? transpose(0, w.cols) : pool->parallel_for(w.cols, transpose);
+    serial ? transpose(0, w.cols) : pool->parallel_for(w.cols, std::ref(transpose));
     const int64_t micro_rows = (rows + 5) / 6; // work split in 6-row microtiles
     auto body = [&](int64_t b, int64_t e) {
         std::vector<float>& panel = scratch(2);
@@ -237,7 +238,7 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         k.gemm(a, b * 6, std::min(e * 6, rows), xt.data(), n_pad, panel.data(),
                panel.data() + detail::kGemmRowTile * detail::kGemmKc);
     };
-    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, body);
+    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, std::ref(body));
 }
 
 void set_default_numerics(Numerics numerics) {

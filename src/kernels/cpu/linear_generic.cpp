@@ -2,6 +2,7 @@
 // weight row into an F32 scratch (so FP8/FP4 weights are never expanded beyond one row) and dots it with
 // every activation row. Plain C++, compiled without ISA flags.
 
+#include <functional>
 #include <vector>
 
 #include "core/check.h"
@@ -89,7 +90,7 @@ void matmul_generic(const MatmulArgs& a, core::ThreadPool* pool) {
     if (rows * a.n * w.cols < (1 << 15)) {
         body(0, rows);
     } else {
-        pool->parallel_for(rows, body);
+        pool->parallel_for(rows, std::ref(body));
     }
 }
 
