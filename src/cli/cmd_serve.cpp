@@ -44,6 +44,11 @@ GET /health, GET /metrics.
                             ended with an error event (default 30); new ones get 503 meanwhile
   --tokenizer PATH          tokenizer.json (also DEEPINFER_TOKENIZER; default: MODEL/tokenizer.json, else
                             the installed PREFIX/share/deepinfer/tokenizer/deepseek-v4/tokenizer.json)
+  --effort-table auto|release|0731
+                            the reasoning-effort prompts' table (default auto: what the checkpoint's
+                            encoding/encoding_dsv4.py defines, as SGLang decides; release when absent)
+  --plain-content           encode message text without matching special tokens (role markers typed by
+                            users stay text); requests may set "plain_content" (default off: official)
   --backend engine|fake     fake: a deterministic stand-in engine, for tests (default engine)
   --fake-step-us N          fake backend: microseconds per engine step (default 1000)
   --fake-context N          fake backend: context length (default 4096)
@@ -67,10 +72,10 @@ std::string installed_tokenizer_path() {
 
 int run_serve(const std::vector<std::string>& argv) {
     std::set<std::string> value_flags = {
-        "model",        "host",         "port",          "port-file",    "api-key",      "served-model-name",
-        "max-inflight", "http-threads", "max-n",         "backend",      "fake-step-us", "fake-context",
-        "log-level",    "tokenizer",    "allowed-hosts", "drain-timeout"};
-    std::set<std::string> bool_flags = {"help", "enable-test-hooks"};
+        "model",        "host",         "port",          "port-file",     "api-key",      "served-model-name",
+        "max-inflight", "http-threads", "max-n",         "backend",       "fake-step-us", "fake-context",
+        "log-level",    "tokenizer",    "allowed-hosts", "drain-timeout", "effort-table"};
+    std::set<std::string> bool_flags = {"help", "enable-test-hooks", "plain-content"};
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
     value_flags.merge(engine_value_flags());
     bool_flags.merge(engine_bool_flags());
@@ -170,6 +175,8 @@ int run_serve(const std::vector<std::string>& argv) {
         const char* env_tok = std::getenv("DEEPINFER_TOKENIZER");
         eo.tokenizer_path = args->get_or("tokenizer", env_tok ? env_tok : "");
         eo.installed_tokenizer = installed_tokenizer_path();
+        eo.effort_table = args->get_or("effort-table", "auto");
+        eo.plain_content = args->has("plain-content");
         auto engine_config = engine_config_from_args(*args);
         if (!engine_config.ok()) {
             std::fprintf(stderr, "deepinfer serve: %s\n", engine_config.status().message().c_str());

@@ -99,6 +99,9 @@ struct ChatPrompt {
     std::string reasoning_effort;     // "" (thinking without an effort prompt), "high", "max"
     std::string response_format_json; // OpenAI response_format object; empty for plain text
     bool add_generation_prompt = true;
+    // deepinfer extension: encode message text without matching special tokens, so role markers typed by
+    // users stay text. Unset: the server's --plain-content default (off: the official behaviour).
+    std::optional<bool> plain_content;
 };
 
 // ---- Streaming text pipeline pieces ----

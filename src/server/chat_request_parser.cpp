@@ -272,6 +272,11 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParserLimits
     if (!parse_tools(*j, r.prompt, err)) return err.error();
     if (!parse_thinking(*j, r.prompt, err)) return err.error();
     if (!parse_response_format(*j, r, err)) return err.error();
+    if (present(*j, "plain_content")) { // deepinfer extension (docs/server.md)
+        bool plain = false;
+        if (!detail::read_bool(*j, "plain_content", plain, err)) return err.error();
+        r.prompt.plain_content = plain;
+    }
     detail::read_bool(*j, "logprobs", r.logprobs, err);
     long long top = 0;
     if (present(*j, "top_logprobs")) {

@@ -88,9 +88,12 @@ public:
     }
 
     core::Result<std::vector<int32_t>> render_chat(const ChatPrompt& prompt) const override {
-        DI_ASSIGN_OR_RETURN(std::string text, detail::render_chat_text(prompt));
+        const bool plain = prompt.plain_content.value_or(plain_content_);
+        std::vector<tokenizer::ContentRange> content;
+        DI_ASSIGN_OR_RETURN(std::string text,
+                            detail::render_chat_text(prompt, effort_table_, plain ? &content : nullptr));
         DI_RETURN_IF_ERROR(check_prompt_bytes(text.size()));
-        return codec_->encode(text);
+        return plain ? codec_->encode_plain(text, content) : codec_->encode(text);
     }
     core::Result<std::vector<int32_t>> tokenize(std::string_view text) const override {
         DI_RETURN_IF_ERROR(check_prompt_bytes(text.size()));
@@ -149,6 +152,16 @@ private:
     std::unique_ptr<detail::TextCodec> codec_;
     engine::EngineConfig engine_config_; // resolved: the pool and model length the engine admits against
     int context_;
+    tokenizer::EffortTable effort_table_ = tokenizer::EffortTable::k0731;
+    bool plain_content_ = false;
+
+public:
+    void set_text_options(tokenizer::EffortTable table, bool plain_content) {
+        effort_table_ = table;
+        plain_content_ = plain_content;
+    }
+
+private:
     int vocab_;
     size_t max_prompt_bytes_ = 0;
 };
@@ -157,6 +170,17 @@ private:
 
 core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOptions& options) {
     namespace fs = std::filesystem;
+    tokenizer::EffortTable effort_table = tokenizer::EffortTable::k0731;
+    if (options.effort_table == "auto") {
+        const tokenizer::EffortTableChoice choice = tokenizer::detect_effort_table(options.model_dir);
+        effort_table = choice.table;
+        DI_LOG(Info) << "effort table " << tokenizer::effort_table_name(choice.table) << ": "
+                     << choice.reason;
+    } else {
+        auto parsed = tokenizer::parse_effort_table(options.effort_table);
+        if (!parsed.ok()) return parsed.status().with_context("--effort-table");
+        effort_table = *parsed;
+    }
     DI_ASSIGN_OR_RETURN(auto model, model::deepseek_v4::DeepseekV4Model::load(options.model_dir));
     const int64_t vocab = model->vocab_size();
 
@@ -205,9 +229,10 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
     if (name.empty()) name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
     DI_LOG(Info) << "engine backend: " << name << ", context " << context << ", tokenizer "
                  << codec->describe();
-    return std::unique_ptr<Backend>(std::make_unique<EngineBackend>(name, std::move(model), std::move(async),
-                                                                    std::move(codec), std::move(resolved),
-                                                                    context, static_cast<int>(vocab)));
+    auto backend = std::make_unique<EngineBackend>(name, std::move(model), std::move(async), std::move(codec),
+                                                   std::move(resolved), context, static_cast<int>(vocab));
+    backend->set_text_options(effort_table, options.plain_content);
+    return std::unique_ptr<Backend>(std::move(backend));
 }
 
 } // namespace deepinfer::server

@@ -21,6 +21,10 @@ struct EngineBackendOptions {
     std::string installed_tokenizer; // the one in the installed data directory (found from the binary)
     engine::EngineConfig engine;
     int max_pending_requests = 1024; // the engine's inbox bound (submit answers ResourceExhausted beyond)
+    // The effort prompts' table: "auto" (what the checkpoint ships, decided as SGLang does:
+    // tokenizer::detect_effort_table), "release" or "0731".
+    std::string effort_table = "auto";
+    bool plain_content = false; // default for requests that do not set "plain_content"
 };
 
 core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOptions& options);

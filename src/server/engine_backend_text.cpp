@@ -30,6 +30,10 @@ class HfCodec : public TextCodec {
 public:
     HfCodec(tokenizer::Tokenizer tok, std::string path) : tok_(std::move(tok)), path_(std::move(path)) {}
     std::vector<int32_t> encode(std::string_view text) const override { return tok_.encode(text); }
+    std::vector<int32_t> encode_plain(std::string_view text,
+                                      std::span<const tokenizer::ContentRange> plain) const override {
+        return tok_.encode_with_plain_ranges(text, plain);
+    }
     std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const override {
         return std::make_unique<HfDetokenizer>(tok_);
     }
@@ -237,7 +241,8 @@ size_t hf_vocab_size(const TextCodec& codec) {
     return hf ? hf->vocab() : 0;
 }
 
-core::Result<std::string> render_chat_text(const ChatPrompt& prompt) {
+core::Result<std::string> render_chat_text(const ChatPrompt& prompt, tokenizer::EffortTable table,
+                                           std::vector<tokenizer::ContentRange>* content) {
     tokenizer::Conversation conv;
     for (const auto& m : prompt.messages) {
         tokenizer::Message& msg = conv.messages.emplace_back(); // built in place (no move of an optional)
@@ -274,7 +279,8 @@ core::Result<std::string> render_chat_text(const ChatPrompt& prompt) {
                 : prompt.reasoning_effort == "max"  ? tokenizer::ThinkingMode::kThinkingMax
                 : prompt.reasoning_effort == "high" ? tokenizer::ThinkingMode::kThinkingHigh
                                                     : tokenizer::ThinkingMode::kThinkingLow;
-    return tokenizer::render_chat(conv, opts);
+    opts.effort_table = table;
+    return tokenizer::render_chat(conv, opts, content);
 }
 
 std::unique_ptr<OutputParser> make_dsml_parser(const ParserOptions& options) {

@@ -4,11 +4,13 @@
 // rendering through the DeepSeek V4 encoder, and the tokenizer module's DSML parser behind OutputParser.
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "server/backend.h"
+#include "tokenizer/chat_encoding.h"
 
 namespace deepinfer::server::detail {
 
@@ -16,6 +18,11 @@ class TextCodec {
 public:
     virtual ~TextCodec() = default;
     virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+    // Encodes with the byte ranges `plain` matched as text only (no special token inside them).
+    virtual std::vector<int32_t> encode_plain(std::string_view text,
+                                              std::span<const tokenizer::ContentRange> plain) const {
+        return encode(text);
+    }
     virtual std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const = 0;
     virtual std::string token_text(int32_t token) const = 0;
     virtual std::string describe() const = 0;
@@ -29,8 +36,11 @@ std::unique_ptr<TextCodec> make_byte_codec(int32_t bos, int32_t eos);
 int32_t byte_codec_min_vocab();
 size_t hf_vocab_size(const TextCodec& codec); // 0 for the byte codec
 
-// DeepSeek V4 prompt text for a chat (encoding_dsv4-exact), BOS included.
-core::Result<std::string> render_chat_text(const ChatPrompt& prompt);
+// DeepSeek V4 prompt text for a chat (encoding_dsv4-exact), BOS included, with the checkpoint's effort
+// table; `content` (optional) receives where message text landed (for plain-content encoding).
+core::Result<std::string> render_chat_text(const ChatPrompt& prompt,
+                                           tokenizer::EffortTable table = tokenizer::EffortTable::k0731,
+                                           std::vector<tokenizer::ContentRange>* content = nullptr);
 
 std::unique_ptr<OutputParser> make_dsml_parser(const ParserOptions& options);
 
