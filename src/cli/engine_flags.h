@@ -18,7 +18,7 @@ namespace deepinfer::cli {
 inline std::set<std::string> engine_value_flags() {
     return {"block-size",   "num-kv-blocks", "kv-cache-memory",
             "max-num-seqs", "max-model-len", "max-num-batched-tokens",
-            "seed"};
+            "seed",         "threads"};
 }
 inline std::set<std::string> engine_bool_flags() {
     return {"no-prefix-caching"};
@@ -32,7 +32,8 @@ inline const char* engine_flags_help() {
            "  --max-num-batched-tokens N   tokens per step (default 2048)\n"
            "  --max-model-len N            longest prompt + output (default: the model's)\n"
            "  --no-prefix-caching          disable prefix caching\n"
-           "  --seed N                     seed of requests that give none\n";
+           "  --seed N                     seed of requests that give none\n"
+           "  --threads N                  the engine's compute threads (default: the hardware's)\n";
 }
 
 // "8GiB", "512MiB", "1.5G", "1000000" -> bytes.
@@ -69,6 +70,9 @@ inline core::Result<engine::EngineConfig> engine_config_from_args(const Args& ar
     DI_ASSIGN_OR_RETURN(long long tokens, args.get_int("max-num-batched-tokens", c.max_num_batched_tokens));
     DI_ASSIGN_OR_RETURN(long long max_len, args.get_int("max-model-len", 0));
     DI_ASSIGN_OR_RETURN(long long seed, args.get_int("seed", static_cast<long long>(c.default_seed)));
+    DI_ASSIGN_OR_RETURN(long long threads, args.get_int("threads", 0));
+    if (threads < 0 || threads > 1024) return core::invalid_argument("flag --threads must be 0..1024");
+    c.num_threads = static_cast<int32_t>(threads);
     if (auto mem = args.get("kv-cache-memory")) {
         DI_ASSIGN_OR_RETURN(c.kv_cache_memory_bytes, parse_byte_size("kv-cache-memory", *mem));
     }

@@ -22,7 +22,8 @@ void print_usage() {
     std::sort(cmds.begin(), cmds.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     std::printf("usage: deepinfer <command> [options]\n\ncommands:\n");
     for (const auto& c : cmds) std::printf("  %-14s %s\n", c.name.c_str(), c.summary.c_str());
-    std::printf("\n`deepinfer <command> --help` describes a command's options.\n");
+    std::printf("\n`deepinfer <command> --help` describes a command's options. Every command also takes\n"
+                "--numerics exact|fast (matmul numerics; default exact, or DEEPINFER_NUMERICS; docs/kernels.md).\n");
 }
 } // namespace
 
@@ -31,11 +32,32 @@ int main(int argc, char** argv) {
         print_usage();
         return argc < 2 ? 2 : 0;
     }
-    // Matmul numerics for every command, read once here (the --numerics flag will set the same).
-    if (const char* env = std::getenv("DEEPINFER_NUMERICS"); env != nullptr && *env != '\0') {
+    // Matmul numerics for every command (docs/kernels.md): `--numerics exact|fast` anywhere after the
+    // command, else DEEPINFER_NUMERICS, else exact. Read once here; the flag is taken out before the
+    // command parses its own flags.
+    std::vector<std::string> rest(argv + 2, argv + argc);
+    std::string numerics;
+    const char* numerics_from = "DEEPINFER_NUMERICS";
+    if (const char* env = std::getenv("DEEPINFER_NUMERICS"); env != nullptr) numerics = env;
+    for (size_t i = 0; i < rest.size(); ++i) {
+        if (rest[i] == "--numerics" || rest[i].rfind("--numerics=", 0) == 0) {
+            const bool joined = rest[i].size() > 10;
+            if (!joined && i + 1 >= rest.size()) {
+                std::fprintf(stderr, "deepinfer: --numerics needs a value: exact or fast\n");
+                return 2;
+            }
+            numerics = joined ? rest[i].substr(11) : rest[i + 1];
+            numerics_from = "--numerics";
+            rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i),
+                       rest.begin() + static_cast<std::ptrdiff_t>(i + (joined ? 1 : 2)));
+            break;
+        }
+    }
+    if (!numerics.empty()) {
         deepinfer::kernels::Numerics num;
-        if (!deepinfer::kernels::cpu::parse_numerics(env, &num)) {
-            std::fprintf(stderr, "deepinfer: DEEPINFER_NUMERICS=%s: expected exact or fast\n", env);
+        if (!deepinfer::kernels::cpu::parse_numerics(numerics, &num)) {
+            std::fprintf(stderr, "deepinfer: %s %s: expected exact or fast\n", numerics_from,
+                         numerics.c_str());
             return 2;
         }
         deepinfer::kernels::cpu::set_default_numerics(num);
@@ -46,7 +68,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     for (const auto& c : deepinfer::cli::command_registry()) {
-        if (c.name == name) return c.run(std::vector<std::string>(argv + 2, argv + argc));
+        if (c.name == name) return c.run(rest);
     }
     std::fprintf(stderr, "deepinfer: unknown command '%s'\n\n", name.c_str());
     print_usage();
