@@ -6,74 +6,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/config_fields.h"
+
 namespace deepinfer::model::deepseek_v4 {
 namespace {
 
 using nlohmann::json;
 
-// Reads fields of one JSON object, each under its first present spelling (official, inference-side short
-// name, transformers); errors name the source and the field.
-class Fields {
-public:
-    Fields(const json& obj, std::string source, std::string prefix = "")
-        : obj_(obj), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-    const json* find(std::initializer_list<const char*> names, std::string* used = nullptr) const {
-        for (const char* n : names) {
-            auto it = obj_.find(n);
-            if (it != obj_.end() && !it->is_null()) {
-                if (used) *used = n;
-                return &*it;
-            }
-        }
-        return nullptr;
-    }
-    bool has(std::initializer_list<const char*> names) const { return find(names) != nullptr; }
-    const std::string& source() const { return source_; }
-
-    core::Status error(const std::string& field, const std::string& what) const {
-        return core::invalid_argument(source_ + ": field '" + prefix_ + field + "' " + what);
-    }
-
-    core::Status get_int(std::initializer_list<const char*> names, int64_t* out, bool required) const {
-        std::string used;
-        const json* v = find(names, &used);
-        if (v == nullptr) return required ? error(*names.begin(), "is missing") : core::Status();
-        if (!v->is_number_integer()) return error(used, "must be an integer, got " + v->dump());
-        *out = v->get<int64_t>();
-        return {};
-    }
-    core::Status get_double(std::initializer_list<const char*> names, double* out, bool required) const {
-        std::string used;
-        const json* v = find(names, &used);
-        if (v == nullptr) return required ? error(*names.begin(), "is missing") : core::Status();
-        if (!v->is_number()) return error(used, "must be a number, got " + v->dump());
-        *out = v->get<double>();
-        return {};
-    }
-    core::Status get_bool(std::initializer_list<const char*> names, bool* out) const {
-        std::string used;
-        const json* v = find(names, &used);
-        if (v == nullptr) return {};
-        if (!v->is_boolean()) return error(used, "must be a boolean, got " + v->dump());
-        *out = v->get<bool>();
-        return {};
-    }
-    // A token id, or a list of them (HF allows several eos ids): the first is kept.
-    core::Status get_token_id(const char* name, int64_t* out) const {
-        const json* v = find({name});
-        if (v == nullptr) return {};
-        const json* first = v->is_array() && !v->empty() ? &(*v)[0] : v;
-        if (!first->is_number_integer()) return error(name, "must be an integer or a list of integers");
-        *out = first->get<int64_t>();
-        return {};
-    }
-
-private:
-    const json& obj_;
-    std::string source_;
-    std::string prefix_;
-};
+using Fields = model::ConfigFields;
 
 constexpr const char* kSliding = "sliding_attention";
 constexpr const char* kCsa = "compressed_sparse_attention";

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/config_fields.h"
+
 #include "core/logging.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -14,87 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-// Reads fields of one JSON object, each under its first present spelling; errors name the source and the
-// field (with its path prefix, e.g. `text_config.`).
-class Fields {
-public:
-    Fields(const json& obj, std::string source, std::string prefix = "")
-        : obj_(obj), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-    const json* find(std::initializer_list<const char*> names, std::string* used = nullptr) const {
-        for (const char* n : names) {
-            auto it = obj_.find(n);
-            if (it != obj_.end() && !it->is_null()) {
-                if (used) *used = n;
-                return &*it;
-            }
-        }
-        return nullptr;
-    }
-    bool has(std::initializer_list<const char*> names) const { return find(names) != nullptr; }
-    const std::string& source() const { return source_; }
-    const std::string& prefix() const { return prefix_; }
-
-    core::Status error(const std::string& field, const std::string& what) const {
-        return core::invalid_argument(source_ + ": field '" + prefix_ + field + "' " + what);
-    }
-
-    core::Status get_int(std::initializer_list<const char*> names, int64_t* out, bool required) const {
-        std::string used;
-        const json* v = find(names, &used);
-        if (v == nullptr) return required ? error(*names.begin(), "is missing") : core::Status();
-        if (!v->is_number_integer()) return error(used, "must be an integer, got " + v->dump());
-        *out = v->get<int64_t>();
-        return {};
-    }
-    core::Status get_double(std::initializer_list<const char*> names, double* out, bool required) const {
-        std::string used;
-        const json* v = find(names, &used);
-        if (v == nullptr) return required ? error(*names.begin(), "is missing") : core::Status();
-        if (!v->is_number()) return error(used, "must be a number, got " + v->dump());
-        *out = v->get<double>();
-        return {};
-    }
-    core::Status get_bool(std::initializer_list<const char*> names, bool* out) const {
-        std::string used;
-        const json* v = find(names, &used);
-        if (v == nullptr) return {};
-        if (!v->is_boolean()) return error(used, "must be a boolean, got " + v->dump());
-        *out = v->get<bool>();
-        return {};
-    }
-    // A list of integers; `found` says whether the field was present.
-    core::Status get_int_list(std::initializer_list<const char*> names, std::vector<int64_t>* out,
-                              bool* found = nullptr) const {
-        std::string used;
-        const json* v = find(names, &used);
-        if (found) *found = v != nullptr;
-        if (v == nullptr) return {};
-        if (!v->is_array()) return error(used, "must be a list of integers, got " + v->dump());
-        out->clear();
-        for (size_t i = 0; i < v->size(); ++i) {
-            if (!(*v)[i].is_number_integer())
-                return error(used + "[" + std::to_string(i) + "]",
-                             "must be an integer, got " + (*v)[i].dump());
-            out->push_back((*v)[i].get<int64_t>());
-        }
-        return {};
-    }
-    // A token id, or a list of them (HF allows several eos ids): the first is kept.
-    core::Status get_token_id(const char* name, int64_t* out) const {
-        const json* v = find({name});
-        if (v == nullptr) return {};
-        const json* first = v->is_array() && !v->empty() ? &(*v)[0] : v;
-        if (!first->is_number_integer()) return error(name, "must be an integer or a list of integers");
-        *out = first->get<int64_t>();
-        return {};
-    }
-
-private:
-    const json& obj_;
-    std::string source_;
-    std::string prefix_;
-};
+using Fields = model::ConfigFields;
 
 // A YaRN block ({rope_type|type, factor, original_max_position_embeddings, beta_fast, beta_slow}); any
 // other rope type leaves YaRN off.
