@@ -22,8 +22,9 @@ void print_usage() {
     std::sort(cmds.begin(), cmds.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     std::printf("usage: deepinfer <command> [options]\n\ncommands:\n");
     for (const auto& c : cmds) std::printf("  %-14s %s\n", c.name.c_str(), c.summary.c_str());
-    std::printf("\n`deepinfer <command> --help` describes a command's options. Every command also takes\n"
-                "--numerics exact|fast (matmul numerics; default exact, or DEEPINFER_NUMERICS; docs/kernels.md).\n");
+    std::printf(
+        "\n`deepinfer <command> --help` describes a command's options. Every command also takes\n"
+        "--numerics exact|fast (matmul numerics; default exact, or DEEPINFER_NUMERICS; docs/kernels.md).\n");
 }
 } // namespace
 
