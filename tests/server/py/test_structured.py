@@ -149,6 +149,18 @@ class Structured(unittest.TestCase):
                                               "max_tokens": 30, "seed": seed})
             self.assertIn(r.json()["choices"][0]["text"], choices)
 
+    def test_streaming_and_n(self):
+        choices = ["alpha", "beta", "gamma delta"]
+        stream = self.chat(seed=5, n=3, stream=True, extra_body={"guided_choice": choices}, max_tokens=30)
+        texts, finishes = ["", "", ""], [None, None, None]
+        for chunk in stream:
+            for c in chunk.choices:
+                texts[c.index] += c.delta.content or ""
+                finishes[c.index] = c.finish_reason or finishes[c.index]
+        self.assertEqual(finishes, ["stop"] * 3)
+        for t in texts:
+            self.assertIn(t, choices)
+
     def test_forced_tool_calls(self):
         finishes = []
         for name, tools in TOOLSETS.items():
