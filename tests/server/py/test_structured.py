@@ -97,19 +97,26 @@ class Structured(unittest.TestCase):
         self.assert_mostly_stopped(finishes, "json_schema")
 
     def test_json_object(self):
-        for seed in SEEDS:
+        stopped = 0
+        for seed in SEEDS + [13, 14]:
             r = self.chat(seed=seed, response_format={"type": "json_object"}, max_tokens=600)
             if r.choices[0].finish_reason == "stop":
+                stopped += 1
                 self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
+        self.assertGreater(stopped, 0, "no json_object output finished before max_tokens")
 
     def test_guided_json_on_completions(self):
         schema = load("schemas", "044_geo_point.json")
+        finishes = []
         for body in ({"guided_json": schema}, {"structured_outputs": {"json": json.dumps(schema)}}):
-            r = self.post("/v1/completions", dict(body, prompt="x", max_tokens=MAX_TOKENS, seed=3))
-            self.assertEqual(r.status_code, 200, r.text)
-            c = r.json()["choices"][0]
-            if c["finish_reason"] == "stop":
-                jsonschema.validate(json.loads(c["text"]), schema)
+            for seed in SEEDS:
+                r = self.post("/v1/completions", dict(body, prompt="x", max_tokens=MAX_TOKENS, seed=seed))
+                self.assertEqual(r.status_code, 200, r.text)
+                c = r.json()["choices"][0]
+                finishes.append(c["finish_reason"])
+                if c["finish_reason"] == "stop":
+                    jsonschema.validate(json.loads(c["text"]), schema)
+        self.assert_mostly_stopped(finishes, "guided_json")
 
     def test_regex(self):
         with open(os.path.join(DATA, "regex.txt")) as f:
