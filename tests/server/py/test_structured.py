@@ -69,7 +69,7 @@ class Structured(unittest.TestCase):
 
     def chat(self, **kw):
         kw.setdefault("messages", [{"role": "user", "content": "Answer."}])
-        kw.setdefault("max_tokens", MAX_TOKENS)
+        # Unset max_tokens: the rest of the context (the byte-level stand-in's prompts are long).
         kw.setdefault("temperature", 1.0)
         return self.client.chat.completions.create(model=self.model, **kw)
 
@@ -99,7 +99,7 @@ class Structured(unittest.TestCase):
     def test_json_object(self):
         stopped = 0
         for seed in SEEDS + [13, 14]:
-            r = self.chat(seed=seed, response_format={"type": "json_object"}, max_tokens=600)
+            r = self.chat(seed=seed, response_format={"type": "json_object"})
             if r.choices[0].finish_reason == "stop":
                 stopped += 1
                 self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
