@@ -20,6 +20,17 @@ namespace deepinfer::server {
 
 // ---- Sampling and requests (token ids only: what the engine sees) ----
 
+// Structured output (docs/structured-outputs.md): what the sampled text must follow, enforced by the engine
+// backend with a per-step token mask. The fake backend ignores it.
+struct OutputConstraint {
+    enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kGrammar, kTools };
+    Kind kind = Kind::kNone;
+    std::string source;       // kJsonSchema: schema JSON; kRegex: regex; kGrammar: GBNF; kTools: tools array
+    std::string field;        // the request field it came from (named in errors)
+    std::string only_tool;    // kTools: the one tool allowed ("" = any declared tool)
+    bool single_call = false; // kTools: at most one call (parallel_tool_calls: false)
+};
+
 struct SamplingOptions {
     double temperature = 1.0;
     double top_p = 1.0;
@@ -32,6 +43,7 @@ struct SamplingOptions {
     std::optional<uint64_t> seed;
     int max_tokens = 16;
     int top_logprobs = -1; // -1: no logprobs; 0: the sampled token's logprob only; k: plus top k
+    OutputConstraint constraint;
 };
 
 struct GenerationRequest {
@@ -177,6 +189,13 @@ public:
     // finish != kNone it is never called again. abort() of a finished or unknown id is a no-op; an aborted
     // request still gets a final delta with kAbort.
     virtual core::Status submit(GenerationRequest request, DeltaCallback callback) = 0;
+    // Compiles (or finds cached) the constraint so a bad schema / regex / grammar is an error before the
+    // response starts; InvalidArgument carries the compiler's message. Backends that ignore constraints
+    // accept everything.
+    virtual core::Status check_constraint(const OutputConstraint& constraint) const {
+        (void)constraint;
+        return {};
+    }
     virtual void abort(const std::string& request_id) = 0;
     virtual EngineStats stats() const = 0;
 };

@@ -78,6 +78,16 @@ void handle_chat(HttpServer::State& s, const std::string& body, httplib::Respons
     if (!r.common.forced_output.empty() && !s.config.enable_test_hooks) {
         return s.send_error(kEndpoint, invalid_param("deepinfer_test", "test hooks are disabled"), res);
     }
+    if (const OutputConstraint& c = r.common.sampling.constraint; c.kind != OutputConstraint::Kind::kNone) {
+        if (core::Status st = s.backend.check_constraint(c); !st.ok()) {
+            return s.send_error(
+                kEndpoint,
+                st.code() == core::StatusCode::kInvalidArgument
+                    ? invalid_param(c.field, "'" + c.field + "' cannot be enforced: " + st.message())
+                    : from_status(st, c.field),
+                res);
+        }
+    }
     auto prompt = s.backend.render_chat(r.prompt);
     if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
     int n_prompt = static_cast<int>(prompt->size());

@@ -251,12 +251,49 @@ bool parse_response_format(const json& j, ChatRequest& r, FieldErrors& err) {
             }
             r.json_schema = detail::dump_json(js.at("schema"));
         }
-        return true;
-    }
-    if (r.response_format != "text" && r.response_format != "json_object") {
+    } else if (r.response_format != "text" && r.response_format != "json_object") {
         return err.fail("response_format.type",
                         "'response_format.type' must be text, json_object or json_schema");
     }
+    if (r.response_format == "text") return true;
+    OutputConstraint& c = r.common.sampling.constraint;
+    if (c.kind != OutputConstraint::Kind::kNone) {
+        return err.fail("response_format", "only one structured output constraint per request; got "
+                                           "'response_format' and '" +
+                                               c.field + "'");
+    }
+    c.field = "response_format";
+    if (!r.json_schema.empty()) {
+        c.kind = OutputConstraint::Kind::kJsonSchema;
+        c.source = r.json_schema;
+    } else {
+        c.kind = OutputConstraint::Kind::kJsonObject;
+    }
+    return true;
+}
+
+// tool_choice required / named: a forced DSML tool call whose arguments follow the tool's schema.
+bool force_tool_call(const json& j, ChatRequest& r, FieldErrors& err) {
+    bool parallel = true;
+    if (present(j, "parallel_tool_calls") && !detail::read_bool(j, "parallel_tool_calls", parallel, err))
+        return false;
+    const std::string& choice = r.prompt.tool_choice;
+    if (choice != "required" && choice.rfind("function:", 0) != 0) return true;
+    OutputConstraint& c = r.common.sampling.constraint;
+    if (c.kind != OutputConstraint::Kind::kNone) {
+        return err.fail("tool_choice", "a forced tool call cannot be combined with '" + c.field + "'");
+    }
+    json tools = json::array();
+    for (const auto& t : r.prompt.tools) {
+        json params = json::parse(t.parameters_json, nullptr, false);
+        if (params.is_discarded()) params = json::object();
+        tools.push_back(json{{"name", t.name}, {"parameters", std::move(params)}});
+    }
+    c.kind = OutputConstraint::Kind::kTools;
+    c.field = "tool_choice";
+    c.source = detail::dump_json(tools);
+    if (choice != "required") c.only_tool = choice.substr(std::string("function:").size());
+    c.single_call = !parallel;
     return true;
 }
 
@@ -272,6 +309,13 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParserLimits
     if (!parse_tools(*j, r.prompt, err)) return err.error();
     if (!parse_thinking(*j, r.prompt, err)) return err.error();
     if (!parse_response_format(*j, r, err)) return err.error();
+    if (!force_tool_call(*j, r, err)) return err.error();
+    // The constraint applies from the first generated token, so a constrained request is rendered in
+    // non-thinking mode (docs/server.md: known limitation).
+    if (r.common.sampling.constraint.kind != OutputConstraint::Kind::kNone) {
+        r.prompt.thinking = false;
+        r.prompt.reasoning_effort.clear();
+    }
     if (present(*j, "plain_content")) { // deepinfer extension (docs/server.md)
         bool plain = false;
         if (!detail::read_bool(*j, "plain_content", plain, err)) return err.error();

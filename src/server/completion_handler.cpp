@@ -65,6 +65,16 @@ void handle_completion(HttpServer::State& s, const std::string& body, httplib::R
     if (!r.common.forced_output.empty() && !s.config.enable_test_hooks) {
         return s.send_error(kEndpoint, invalid_param("deepinfer_test", "test hooks are disabled"), res);
     }
+    if (const OutputConstraint& c = r.common.sampling.constraint; c.kind != OutputConstraint::Kind::kNone) {
+        if (core::Status st = s.backend.check_constraint(c); !st.ok()) {
+            return s.send_error(
+                kEndpoint,
+                st.code() == core::StatusCode::kInvalidArgument
+                    ? invalid_param(c.field, "'" + c.field + "' cannot be enforced: " + st.message())
+                    : from_status(st, c.field),
+                res);
+        }
+    }
     SamplingOptions& sp = r.common.sampling;
     std::vector<std::vector<int32_t>> prompts;
     int total_prompt = 0;

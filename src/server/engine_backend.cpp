@@ -1,12 +1,16 @@
 #include "server/engine_backend.h"
 
 #include <atomic>
+#include <deque>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "core/logging.h"
 #include "engine/admission.h"
 #include "engine/async_engine.h"
 #include "engine/engine.h"
+#include "engine/grammar_constraint.h"
 #include "model/deepseek_v4/model.h"
 #include "server/engine_backend_text.h"
 
@@ -112,6 +116,9 @@ public:
         r.id = std::move(request.id);
         r.prompt_ids = std::move(request.prompt_tokens);
         r.params = to_params(request.sampling);
+        if (request.sampling.constraint.kind != OutputConstraint::Kind::kNone) {
+            DI_ASSIGN_OR_RETURN(r.params.constraint, constraint_for(request.sampling.constraint));
+        }
         // Checked here so that bad values are a 400 before the response starts, not an error mid-stream.
         DI_RETURN_IF_ERROR(r.params.validate(vocab_));
         return async_->submit(std::move(r), [cb = std::move(callback)](const engine::RequestOutput& out) {
@@ -119,6 +126,10 @@ public:
         });
     }
     void abort(const std::string& request_id) override { async_->abort(request_id); }
+    core::Status check_constraint(const OutputConstraint& constraint) const override {
+        if (constraint.kind == OutputConstraint::Kind::kNone) return {};
+        return constraint_for(constraint).status();
+    }
 
     EngineStats stats() const override {
         engine::StepMetrics m = async_->last_step_metrics();
@@ -138,6 +149,50 @@ public:
     }
 
 private:
+    // The compiled constraint for a request: built once per distinct source (bounded FIFO cache), over the
+    // codec's vocabulary (built on first use). Thread-safe; compiling holds the lock (rare, per new schema).
+    core::Result<std::shared_ptr<const engine::LogitsConstraint>>
+    constraint_for(const OutputConstraint& c) const {
+        using Kind = OutputConstraint::Kind;
+        engine::GrammarKind kind = engine::GrammarKind::kJsonObject;
+        switch (c.kind) {
+        case Kind::kJsonObject:
+            kind = engine::GrammarKind::kJsonObject;
+            break;
+        case Kind::kJsonSchema:
+            kind = engine::GrammarKind::kJsonSchema;
+            break;
+        case Kind::kRegex:
+            kind = engine::GrammarKind::kRegex;
+            break;
+        case Kind::kGrammar:
+            kind = engine::GrammarKind::kGbnf;
+            break;
+        case Kind::kTools:
+            kind = engine::GrammarKind::kDsmlTools;
+            break;
+        case Kind::kNone:
+            return core::invalid_argument("no constraint");
+        }
+        std::string key = std::to_string(static_cast<int>(c.kind)) + '\n' + (c.single_call ? "1" : "0") +
+                          c.only_tool + '\n' + c.source;
+        std::lock_guard<std::mutex> lock(constraint_mu_);
+        if (auto it = constraint_cache_.find(key); it != constraint_cache_.end()) return it->second;
+        if (!vocabulary_) vocabulary_ = codec_->vocabulary(vocab_);
+        structured::DsmlToolsOptions tools;
+        if (!c.only_tool.empty()) tools.only.push_back(c.only_tool);
+        tools.max_calls = c.single_call ? 1 : 0;
+        DI_ASSIGN_OR_RETURN(auto compiled,
+                            engine::make_grammar_constraint(kind, c.source, vocabulary_, tools));
+        if (constraint_order_.size() >= kConstraintCacheSize) {
+            constraint_cache_.erase(constraint_order_.front());
+            constraint_order_.pop_front();
+        }
+        constraint_order_.push_back(key);
+        constraint_cache_.emplace(std::move(key), compiled);
+        return compiled;
+    }
+
     core::Status check_prompt_bytes(size_t bytes) const {
         if (bytes <= max_prompt_bytes_) return {};
         return core::out_of_range("the prompt's " + std::to_string(bytes) +
@@ -154,6 +209,11 @@ private:
     int context_;
     tokenizer::EffortTable effort_table_ = tokenizer::EffortTable::k0731;
     bool plain_content_ = false;
+    static constexpr size_t kConstraintCacheSize = 64;
+    mutable std::mutex constraint_mu_;
+    mutable std::shared_ptr<const structured::TokenVocabulary> vocabulary_;
+    mutable std::map<std::string, std::shared_ptr<const engine::LogitsConstraint>> constraint_cache_;
+    mutable std::deque<std::string> constraint_order_;
 
 public:
     void set_text_options(tokenizer::EffortTable table, bool plain_content) {

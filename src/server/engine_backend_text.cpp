@@ -42,6 +42,20 @@ public:
         return tok_.decode(ids);
     }
     std::string describe() const override { return path_; }
+    std::shared_ptr<const structured::TokenVocabulary> vocabulary(int32_t model_vocab) const override {
+        const size_t n = std::min(tok_.vocab_size(), static_cast<size_t>(std::max(model_vocab, 0)));
+        std::vector<std::string> bytes(n);
+        std::vector<bool> special(n, false);
+        for (size_t id = 0; id < n; ++id) {
+            const auto t = static_cast<tokenizer::TokenId>(id);
+            bytes[id] = std::string(tok_.token_bytes(t));
+            special[id] = tok_.is_special(t);
+        }
+        std::vector<int32_t> end;
+        if (auto eos = tok_.token_to_id(tokenizer::kEosToken)) end.push_back(static_cast<int32_t>(*eos));
+        return std::make_shared<const structured::TokenVocabulary>(std::move(bytes), std::move(special),
+                                                                   std::move(end));
+    }
     size_t vocab() const { return tok_.vocab_size(); }
 
 private:
@@ -139,6 +153,19 @@ public:
         return "<|" + std::to_string(token) + "|>";
     }
     std::string describe() const override { return "byte-level stand-in"; }
+    // Bytes are text; BOS, the protocol phrases and unused ids are special (a constraint spells text out
+    // byte by byte); EOS ends the output.
+    std::shared_ptr<const structured::TokenVocabulary> vocabulary(int32_t model_vocab) const override {
+        const auto n = static_cast<size_t>(std::max(model_vocab, 0));
+        std::vector<std::string> bytes(n);
+        std::vector<bool> special(n, true);
+        for (int32_t b = 0; b < 256 && static_cast<size_t>(kByteBase + b) < n; ++b) {
+            bytes[kByteBase + b] = std::string(1, static_cast<char>(b));
+            special[kByteBase + b] = false;
+        }
+        return std::make_shared<const structured::TokenVocabulary>(std::move(bytes), std::move(special),
+                                                                   std::vector<int32_t>{eos_});
+    }
     static int32_t min_vocab() { return kFirstPhrase + 12; }
 
 private:

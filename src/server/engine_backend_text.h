@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "server/backend.h"
+#include "structured/vocabulary.h"
 #include "tokenizer/chat_encoding.h"
 
 namespace deepinfer::server::detail {
@@ -26,6 +27,10 @@ public:
     virtual std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const = 0;
     virtual std::string token_text(int32_t token) const = 0;
     virtual std::string describe() const = 0;
+    // Every id below model_vocab as the structured module sees it (its bytes; special ids excluded from
+    // text; EOS as the end token), for constrained decoding. Built by the caller once: it walks the
+    // vocabulary.
+    virtual std::shared_ptr<const structured::TokenVocabulary> vocabulary(int32_t model_vocab) const = 0;
 };
 
 // The tokenizer.json at `path`; fails if it cannot be loaded.

@@ -3,6 +3,8 @@
 #include "server/request_parser.h"
 
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "server/json_fields.h"
 #include "server/request_parser_internal.h"
@@ -62,6 +64,84 @@ std::optional<json> parse_body(std::string_view body, const ParserLimits& limits
     }
     return j;
 }
+
+namespace {
+
+// GBNF literal for `text`: quotes, backslashes and control bytes escaped.
+std::string gbnf_literal(const std::string& text) {
+    std::string out = "\"";
+    for (unsigned char c : text) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20 || c == 0x7f) {
+            const char* hex = "0123456789ABCDEF";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out + "\"";
+}
+
+// vLLM's guided_json / guided_regex / guided_grammar / guided_choice, also nested as
+// structured_outputs.{json, regex, grammar, choice}: at most one.
+bool parse_guided(const json& j, OutputConstraint& c, FieldErrors& err) {
+    std::vector<std::pair<std::string, const json*>> set;
+    for (const char* key : {"guided_json", "guided_regex", "guided_grammar", "guided_choice"}) {
+        if (present(j, key)) set.emplace_back(key, &j.at(key));
+    }
+    if (present(j, "structured_outputs")) {
+        const json& so = j.at("structured_outputs");
+        if (!so.is_object()) return err.fail("structured_outputs", "'structured_outputs' must be an object");
+        for (const char* key : {"json", "regex", "grammar", "choice"}) {
+            if (present(so, key)) set.emplace_back(std::string("structured_outputs.") + key, &so.at(key));
+        }
+    }
+    if (set.empty()) return true;
+    if (set.size() > 1) {
+        std::string names;
+        for (const auto& [name, v] : set) names += (names.empty() ? "'" : ", '") + name + "'";
+        return err.fail(set[1].first, "only one structured output constraint per request; got " + names);
+    }
+    const auto& [name, v] = set[0];
+    const std::string kind = name.substr(name.find_last_of("_.") + 1);
+    c.field = name;
+    if (kind == "json") {
+        if (v->is_object()) {
+            c.source = dump_json(*v);
+        } else if (v->is_string()) {
+            json parsed = json::parse(v->get<std::string>(), nullptr, false);
+            if (parsed.is_discarded() || !parsed.is_object())
+                return err.fail(name, "'" + name + "' must be a JSON schema (an object or its JSON text)");
+            c.source = dump_json(parsed);
+        } else {
+            return err.fail(name, "'" + name + "' must be a JSON schema (an object or its JSON text)");
+        }
+        c.kind = OutputConstraint::Kind::kJsonSchema;
+    } else if (kind == "regex" || kind == "grammar") {
+        if (!v->is_string() || v->get<std::string>().empty())
+            return err.fail(name, "'" + name + "' must be a non-empty string");
+        c.source = v->get<std::string>();
+        c.kind = kind == "regex" ? OutputConstraint::Kind::kRegex : OutputConstraint::Kind::kGrammar;
+    } else { // choice: an alternation of literals
+        if (!v->is_array() || v->empty())
+            return err.fail(name, "'" + name + "' must be a non-empty list of strings");
+        std::string alt;
+        for (const auto& e : *v) {
+            if (!e.is_string() || e.get<std::string>().empty())
+                return err.fail(name, "'" + name + "' must be a non-empty list of non-empty strings");
+            alt += (alt.empty() ? "" : " | ") + gbnf_literal(e.get<std::string>());
+        }
+        c.source = "root ::= " + alt + "\n";
+        c.kind = OutputConstraint::Kind::kGrammar;
+    }
+    return true;
+}
+
+} // namespace
 
 bool parse_common(const json& j, const ParserLimits& limits, CommonRequest& r, FieldErrors& err) {
     if (!present(j, "model")) return err.fail("model", "'model' is required");
@@ -148,6 +228,7 @@ bool parse_common(const json& j, const ParserLimits& limits, CommonRequest& r, F
         if (!t.is_object()) return err.fail("deepinfer_test", "'deepinfer_test' must be an object");
         read_string(t, "forced_output", r.forced_output, err, "deepinfer_test");
     }
+    if (!parse_guided(j, s.constraint, err)) return false;
     return err.ok();
 }
 

@@ -179,6 +179,56 @@ TEST(ChatParser, ResponseFormat) {
     EXPECT_EQ(r.json_schema, R"({"type":"object"})");
 }
 
+TEST(ChatParser, ConstraintsBecomeOneOutputConstraint) {
+    using Kind = OutputConstraint::Kind;
+    auto r = chat_ok("{" + kMsgs + R"(,"response_format":{"type":"json_object"},"thinking":true})");
+    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kJsonObject);
+    EXPECT_EQ(r.common.sampling.constraint.field, "response_format");
+    EXPECT_FALSE(r.prompt.thinking); // constrained requests are rendered without thinking
+    r = chat_ok("{" + kMsgs +
+                R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer"}}}})");
+    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kJsonSchema);
+    EXPECT_EQ(r.common.sampling.constraint.source, R"({"type":"integer"})");
+    r = chat_ok("{" + kMsgs + R"(,"guided_json":"{\"type\": \"integer\"}"})");
+    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kJsonSchema);
+    EXPECT_EQ(r.common.sampling.constraint.source, R"({"type":"integer"})");
+    r = chat_ok("{" + kMsgs + R"(,"structured_outputs":{"regex":"a+"}})");
+    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kRegex);
+    EXPECT_EQ(r.common.sampling.constraint.field, "structured_outputs.regex");
+    EXPECT_EQ(r.common.sampling.constraint.source, "a+");
+    r = chat_ok("{" + kMsgs + R"(,"guided_choice":["a\"b","c\\d","\n"]})");
+    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kGrammar);
+    EXPECT_EQ(r.common.sampling.constraint.source, "root ::= \"a\\\"b\" | \"c\\\\d\" | \"\\x0A\"\n");
+    const std::string tools =
+        R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}},)"
+        R"({"type":"function","function":{"name":"g"}}])";
+    r = chat_ok("{" + kMsgs + tools + R"(,"tool_choice":"required","parallel_tool_calls":false})");
+    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kTools);
+    EXPECT_TRUE(r.common.sampling.constraint.single_call);
+    EXPECT_EQ(r.common.sampling.constraint.only_tool, "");
+    EXPECT_EQ(r.common.sampling.constraint.source,
+              R"([{"name":"f","parameters":{"type":"object"}},{"name":"g","parameters":{}}])");
+    r = chat_ok("{" + kMsgs + tools + R"(,"tool_choice":{"type":"function","function":{"name":"g"}}})");
+    EXPECT_EQ(r.common.sampling.constraint.only_tool, "g");
+    EXPECT_FALSE(r.common.sampling.constraint.single_call);
+    r = chat_ok("{" + kMsgs + tools + R"(,"tool_choice":"auto"})");
+    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kNone);
+
+    for (auto [extra, param] : std::vector<std::pair<std::string, std::string>>{
+             {R"(,"guided_regex":"a","guided_choice":["b"])", "guided_choice"},
+             {R"(,"guided_json":{},"structured_outputs":{"grammar":"root ::= \"a\""})",
+              "structured_outputs.grammar"},
+             {R"(,"guided_regex":"a","response_format":{"type":"json_object"})", "response_format"},
+             {R"(,"guided_choice":[])", "guided_choice"},
+             {R"(,"guided_choice":["a",1])", "guided_choice"},
+             {R"(,"guided_regex":"")", "guided_regex"},
+             {R"(,"guided_json":"[1]")", "guided_json"},
+             {R"(,"structured_outputs":"x")", "structured_outputs"},
+             {tools + R"(,"tool_choice":"required","guided_regex":"a")", "tool_choice"}}) {
+        EXPECT_EQ(chat_error("{" + kMsgs + extra + "}").param, param) << extra;
+    }
+}
+
 TEST(CompletionParser, PromptShapes) {
     auto ok = [](const std::string& body) {
         auto r = parse_completion_request(body, limits());

@@ -1,0 +1,218 @@
+"""Structured outputs through the OpenAI API on the real engine (random weights, real vocabulary): response_format
+json_schema / json_object, vLLM's guided_* and structured_outputs fields, forced tool calls. The random model
+writes long strings, so an output may hit max_tokens (finish "length"); every output that finished "stop" must
+validate, and most must finish so. Runs only when DEEPINFER_TEST_MODEL is set (the fake backend ignores
+constraints)."""
+
+import json
+import os
+import re
+import unittest
+
+import jsonschema
+import openai
+import requests
+
+from common import MODEL_DIR, Server
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "..", "structured", "data")
+
+SCHEMAS = ["001_person", "012_comment_thread", "021_sensor_reading", "044_geo_point", "062_linked_list",
+           "083_type_union", "089_definitions_draft7", "093_enum_mixed_types", "097_array_bounds",
+           "099_patterns_unanchored", "107_moderation"]
+
+def tool(name, properties, required):
+    return {"type": "function", "function": {"name": name, "description": "Tool " + name, "parameters": {
+        "type": "object", "properties": properties, "required": required, "additionalProperties": False}}}
+
+
+# Bounded strings: the random model would otherwise write until max_tokens.
+TOOLSETS = {
+    "weather": [tool("get_weather", {"city": {"type": "string", "maxLength": 12},
+                                     "unit": {"enum": ["c", "f"]}, "days": {"type": "integer", "minimum": 1,
+                                                                            "maximum": 7}}, ["city"])],
+    "calendar": [tool("create_event", {"title": {"type": "string", "maxLength": 10},
+                                       "attendees": {"type": "array", "maxItems": 2,
+                                                     "items": {"type": "string", "maxLength": 8}},
+                                       "slot": {"type": "object", "properties": {
+                                           "hour": {"type": "integer", "minimum": 0, "maximum": 23},
+                                           "allday": {"type": "boolean"}}, "required": ["hour"],
+                                           "additionalProperties": False}}, ["title", "slot"]),
+                 tool("delete_event", {"id": {"type": "string", "pattern": "^ev[0-9]{3}$"}}, ["id"])],
+    "shop": [tool("search", {"query": {"type": "string", "maxLength": 15},
+                             "max_price": {"type": ["number", "null"]}}, ["query"]),
+             tool("add_to_cart", {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
+                                  "qty": {"type": "integer", "minimum": 1, "maximum": 9}}, ["sku", "qty"]),
+             tool("checkout", {}, [])],
+}
+SEEDS = [11, 12]
+MAX_TOKENS = 400
+
+
+def load(*parts):
+    with open(os.path.join(DATA, *parts)) as f:
+        return json.load(f)
+
+
+@unittest.skipUnless(MODEL_DIR, "structured outputs are enforced by the engine backend only")
+class Structured(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server().__enter__()
+        cls.client = cls.server.client()
+        cls.model = cls.server.model
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.__exit__(None, None, None)
+
+    def chat(self, **kw):
+        kw.setdefault("messages", [{"role": "user", "content": "Answer."}])
+        # Unset max_tokens: the rest of the context (the byte-level stand-in's prompts are long).
+        kw.setdefault("temperature", 1.0)
+        return self.client.chat.completions.create(model=self.model, **kw)
+
+    def post(self, path, body):
+        body = dict(body, model=self.model)
+        return requests.post(self.server.url(path), json=body, timeout=60)
+
+    def assert_mostly_stopped(self, finishes, what):
+        stopped = sum(f in ("stop", "tool_calls") for f in finishes)
+        print(f"\n{what}: {stopped}/{len(finishes)} finished before max_tokens", flush=True)
+        self.assertGreaterEqual(stopped * 3, len(finishes) * 2, f"{what}: finishes {finishes}")
+
+    def test_json_schema(self):
+        finishes = []
+        for name in SCHEMAS:
+            schema = load("schemas", name + ".json")
+            for seed in SEEDS:
+                with self.subTest(schema=name, seed=seed):
+                    r = self.chat(seed=seed, response_format={
+                        "type": "json_schema", "json_schema": {"name": "out", "schema": schema, "strict": True}})
+                    c = r.choices[0]
+                    finishes.append(c.finish_reason)
+                    if c.finish_reason == "stop":
+                        jsonschema.validate(json.loads(c.message.content), schema)
+        self.assert_mostly_stopped(finishes, "json_schema")
+
+    def test_json_object(self):
+        stopped = 0
+        for seed in SEEDS + [13, 14]:
+            r = self.chat(seed=seed, response_format={"type": "json_object"})
+            if r.choices[0].finish_reason == "stop":
+                stopped += 1
+                self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
+        self.assertGreater(stopped, 0, "no json_object output finished before max_tokens")
+
+    def test_guided_json_on_completions(self):
+        schema = load("schemas", "044_geo_point.json")
+        finishes = []
+        for body in ({"guided_json": schema}, {"structured_outputs": {"json": json.dumps(schema)}}):
+            for seed in SEEDS:
+                r = self.post("/v1/completions", dict(body, prompt="x", max_tokens=MAX_TOKENS, seed=seed))
+                self.assertEqual(r.status_code, 200, r.text)
+                c = r.json()["choices"][0]
+                finishes.append(c["finish_reason"])
+                if c["finish_reason"] == "stop":
+                    jsonschema.validate(json.loads(c["text"]), schema)
+        self.assert_mostly_stopped(finishes, "guided_json")
+
+    def test_regex(self):
+        with open(os.path.join(DATA, "regex.txt")) as f:
+            patterns = [p for p in f.read().splitlines() if p and not p.startswith("#")][:6]
+        finishes = []
+        for pattern in patterns:
+            for seed in SEEDS:
+                with self.subTest(pattern=pattern, seed=seed):
+                    r = self.chat(seed=seed, extra_body={"guided_regex": pattern}, max_tokens=120)
+                    c = r.choices[0]
+                    finishes.append(c.finish_reason)
+                    if c.finish_reason == "stop":
+                        self.assertTrue(re.fullmatch(pattern, c.message.content), c.message.content)
+                    r = self.post("/v1/completions", {"prompt": "x", "structured_outputs": {"regex": pattern},
+                                                      "max_tokens": 120, "seed": seed})
+                    c = r.json()["choices"][0]
+                    finishes.append(c["finish_reason"])
+                    if c["finish_reason"] == "stop":
+                        self.assertTrue(re.fullmatch(pattern, c["text"]), c["text"])
+        self.assert_mostly_stopped(finishes, "regex")
+
+    def test_grammar(self):
+        with open(os.path.join(DATA, "gbnf", "yes_no_answer.gbnf")) as f:
+            grammar = "".join(line for line in f if not line.startswith("#"))
+        for seed in SEEDS:
+            r = self.chat(seed=seed, extra_body={"guided_grammar": grammar}, max_tokens=120)
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+            self.assertTrue(re.fullmatch(r"Answer: (yes|no)\nReason: [A-Za-z ,]{1,40}", r.choices[0].message.content))
+
+    def test_choice(self):
+        choices = ["yes", "no", 'say "maybe"', "日本語", "a\\b"]
+        for seed in SEEDS + [13, 14]:
+            r = self.chat(seed=seed, extra_body={"guided_choice": choices}, max_tokens=30)
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+            self.assertIn(r.choices[0].message.content, choices)
+            r = self.post("/v1/completions", {"prompt": "x", "structured_outputs": {"choice": choices},
+                                              "max_tokens": 30, "seed": seed})
+            self.assertIn(r.json()["choices"][0]["text"], choices)
+
+    def test_streaming_and_n(self):
+        choices = ["alpha", "beta", "gamma delta"]
+        stream = self.chat(seed=5, n=3, stream=True, extra_body={"guided_choice": choices}, max_tokens=30)
+        texts, finishes = ["", "", ""], [None, None, None]
+        for chunk in stream:
+            for c in chunk.choices:
+                texts[c.index] += c.delta.content or ""
+                finishes[c.index] = c.finish_reason or finishes[c.index]
+        self.assertEqual(finishes, ["stop"] * 3)
+        for t in texts:
+            self.assertIn(t, choices)
+
+    def test_forced_tool_calls(self):
+        finishes = []
+        for name, tools in TOOLSETS.items():
+            params = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
+            last = tools[-1]["function"]["name"]
+            for seed, choice, parallel in [(SEEDS[0], "required", False),
+                                           (SEEDS[1], {"type": "function", "function": {"name": last}}, True)]:
+                with self.subTest(toolset=name, seed=seed):
+                    r = self.chat(seed=seed, tools=tools, tool_choice=choice, parallel_tool_calls=parallel)
+                    c = r.choices[0]
+                    finishes.append(c.finish_reason)
+                    if c.finish_reason != "tool_calls":
+                        continue
+                    calls = c.message.tool_calls
+                    self.assertTrue(calls)
+                    if not parallel:
+                        self.assertEqual(len(calls), 1)
+                    for call in calls:
+                        self.assertIn(call.function.name, params)
+                        if isinstance(choice, dict):
+                            self.assertEqual(call.function.name, last)
+                        jsonschema.validate(json.loads(call.function.arguments), params[call.function.name])
+        self.assert_mostly_stopped(finishes, "tool calls")
+
+    def test_bad_constraints_are_400(self):
+        bad = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": bad}})
+        self.assertEqual(e.exception.body.get("param"), "response_format")
+        self.assertIn("missing", e.exception.body.get("message"))
+        for body, param in [({"guided_regex": "(a"}, "guided_regex"),
+                            ({"guided_grammar": "root ::= undefined_rule"}, "guided_grammar"),
+                            ({"guided_regex": "a", "guided_choice": ["b"]}, "guided_choice"),
+                            ({"guided_choice": []}, "guided_choice"),
+                            ({"structured_outputs": {"json": "{not json"}}, "structured_outputs.json")]:
+            with self.subTest(body=body):
+                r = self.post("/v1/completions", dict(body, prompt="x", max_tokens=5))
+                self.assertEqual(r.status_code, 400, r.text)
+                self.assertEqual(r.json()["error"]["param"], param)
+        r = self.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                               "response_format": {"type": "json_object"},
+                                               "guided_regex": "a"})
+        self.assertEqual(r.status_code, 400, r.text)
+        self.assertIn("guided_regex", r.json()["error"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
