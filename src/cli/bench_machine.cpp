@@ -83,7 +83,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) double vnni_avx512(int64_
         for (int k = 0; k < 12; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
     __m512i s = acc[0];
     for (int k = 1; k < 12; ++k) s = _mm512_add_epi32(s, acc[k]);
-    *sink += static_cast<float>(_mm512_reduce_add_epi32(s));
+    // The chains overflow by design: sum the lanes as uint32 (wrapping is defined; GCC's
+    // _mm512_reduce_add_epi32 adds as signed int, which UBSan reports).
+    alignas(64) uint32_t lanes[16];
+    _mm512_store_si512(lanes, s);
+    uint32_t total = 0;
+    for (const uint32_t v : lanes) total += v;
+    *sink += static_cast<float>(total);
     return static_cast<double>(iters) * 12 * 64 * 2;
 }
 
