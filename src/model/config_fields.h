@@ -3,8 +3,10 @@
 // (official, inference-side short name, transformers), with errors that name the file and the field (with
 // its path prefix, e.g. `text_config.`). Shared by every family's config parser.
 
+#include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -91,5 +93,24 @@ private:
     std::string source_;
     std::string prefix_;
 };
+
+// config.json's text parsed as JSON; errors name the source.
+inline core::Result<nlohmann::json> parse_config_json(const std::string& text,
+                                                      const std::string& source_name) {
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        return core::invalid_argument(source_name + ": not valid JSON: " + e.what());
+    }
+}
+
+// The whole text of a model config file; errors name the path.
+inline core::Result<std::string> read_config_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return core::not_found(path + ": cannot open model config");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
 
 } // namespace deepinfer::model

@@ -251,12 +251,7 @@ core::Status parse(const json& root, const std::string& src, ModelConfig& c) {
 
 core::Result<ModelConfig> ModelConfig::from_json_string(const std::string& text,
                                                         const std::string& source_name) {
-    json root;
-    try {
-        root = json::parse(text);
-    } catch (const json::exception& e) {
-        return core::invalid_argument(source_name + ": not valid JSON: " + e.what());
-    }
+    DI_ASSIGN_OR_RETURN(json root, parse_config_json(text, source_name));
     ModelConfig c;
     DI_RETURN_IF_ERROR(parse(root, source_name, c));
     DI_RETURN_IF_ERROR(c.validate(source_name));
@@ -264,11 +259,8 @@ core::Result<ModelConfig> ModelConfig::from_json_string(const std::string& text,
 }
 
 core::Result<ModelConfig> ModelConfig::from_json_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return core::not_found(path + ": cannot open model config");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return from_json_string(ss.str(), path);
+    DI_ASSIGN_OR_RETURN(std::string text, read_config_file(path));
+    return from_json_string(text, path);
 }
 
 } // namespace deepinfer::model::deepseek_v4
