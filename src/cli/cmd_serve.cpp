@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "core/logging.h"
+#include "kernels/profiler.h"
 #include "server/fake_backend.h"
 #include "server/http_server.h"
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
@@ -49,6 +50,8 @@ GET /health, GET /metrics.
                             encoding/encoding_dsv4.py defines, as SGLang decides; release when absent)
   --plain-content           encode message text without matching special tokens (role markers typed by
                             users stay text); requests may set "plain_content" (default off: official)
+  --profile                 keep the op census of every forward (calls, time, bytes, flops per op kind):
+                            exported on /metrics as deepinfer_op_*; the table is printed at exit
   --backend engine|fake     fake: a deterministic stand-in engine, for tests (default engine)
   --fake-step-us N          fake backend: microseconds per engine step (default 1000)
   --fake-context N          fake backend: context length (default 4096)
@@ -75,7 +78,7 @@ int run_serve(const std::vector<std::string>& argv) {
         "model",        "host",         "port",          "port-file",     "api-key",      "served-model-name",
         "max-inflight", "http-threads", "max-n",         "backend",       "fake-step-us", "fake-context",
         "log-level",    "tokenizer",    "allowed-hosts", "drain-timeout", "effort-table"};
-    std::set<std::string> bool_flags = {"help", "enable-test-hooks", "plain-content"};
+    std::set<std::string> bool_flags = {"help", "enable-test-hooks", "plain-content", "profile"};
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
     value_flags.merge(engine_value_flags());
     bool_flags.merge(engine_bool_flags());
@@ -177,6 +180,7 @@ int run_serve(const std::vector<std::string>& argv) {
         eo.installed_tokenizer = installed_tokenizer_path();
         eo.effort_table = args->get_or("effort-table", "auto");
         eo.plain_content = args->has("plain-content");
+        eo.profile = args->has("profile");
         auto engine_config = engine_config_from_args(*args);
         if (!engine_config.ok()) {
             std::fprintf(stderr, "deepinfer serve: %s\n", engine_config.status().message().c_str());
@@ -217,6 +221,9 @@ int run_serve(const std::vector<std::string>& argv) {
     core::Status st = http.serve();
     pthread_kill(signal_thread.native_handle(), SIGTERM);
     signal_thread.join();
+    if (args->has("profile")) {
+        if (auto ops = backend->stats().ops) kernels::print_profile(stderr, *ops, {}, "serve");
+    }
     if (!st.ok()) {
         std::fprintf(stderr, "deepinfer serve: %s\n", st.to_string().c_str());
         return 1;

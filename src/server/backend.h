@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/profiler.h"
 
 namespace deepinfer::server {
 
@@ -78,6 +79,8 @@ struct EngineStats {
     uint64_t preemptions = 0;
     uint64_t prefix_cache_queries = 0; // prompt tokens looked up
     uint64_t prefix_cache_hits = 0;    // of which found in the cache
+    // The op census of every forward since start (kernels/profiler.h), when serve runs with --profile.
+    std::optional<kernels::ProfileSnapshot> ops;
 };
 
 // ---- Chat prompt (what the tokenizer's DeepSeek V4 encoder renders) ----

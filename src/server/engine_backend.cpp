@@ -145,6 +145,8 @@ public:
         s.preemptions = static_cast<uint64_t>(c.preemptions);
         s.prefix_cache_queries = static_cast<uint64_t>(c.prefix_query_tokens);
         s.prefix_cache_hits = static_cast<uint64_t>(c.prefix_hit_tokens);
+        // The profiler copies its table under its own lock: safe while the engine thread records.
+        if (kernels::Profiler* p = model_->profiler(); p && p->enabled()) s.ops = p->snapshot();
         return s;
     }
 
@@ -243,6 +245,9 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
     }
     DI_ASSIGN_OR_RETURN(auto model, model::deepseek_v4::DeepseekV4Model::load(options.model_dir));
     const int64_t vocab = model->vocab_size();
+    if (options.profile) {
+        if (kernels::Profiler* p = model->profiler()) p->set_enabled(true);
+    }
 
     std::string tok_path = options.tokenizer_path;
     std::error_code ec;

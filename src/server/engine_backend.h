@@ -25,6 +25,7 @@ struct EngineBackendOptions {
     // tokenizer::detect_effort_table), "release" or "0731".
     std::string effort_table = "auto";
     bool plain_content = false; // default for requests that do not set "plain_content"
+    bool profile = false;       // keep the op census of every forward (stats().ops, /metrics)
 };
 
 core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOptions& options);

@@ -23,6 +23,34 @@ std::string num(double v) {
 void header(std::string& out, const std::string& name, const char* type, const char* help) {
     out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
+// The op census (serve --profile): one series per op kind that ran, plus the forwards they belong to.
+void render_ops(const kernels::ProfileSnapshot& ops, std::string& out) {
+    struct Series {
+        const char* name;
+        const char* help;
+        double kernels::OpStats::*field; // nullptr: calls
+    };
+    const Series series[] = {
+        {"deepinfer_op_calls_total", "Kernel calls by op kind.", nullptr},
+        {"deepinfer_op_seconds_total", "Wall time in each op kind.", &kernels::OpStats::seconds},
+        {"deepinfer_op_bytes_total", "Bytes each op kind read and wrote (weights as stored).",
+         &kernels::OpStats::bytes},
+        {"deepinfer_op_flops_total", "Floating-point operations by op kind.", &kernels::OpStats::flops},
+    };
+    for (const Series& se : series) {
+        header(out, se.name, "counter", se.help);
+        for (size_t k = 0; k < ops.ops.size(); ++k) {
+            const kernels::OpStats& st = ops.ops[k];
+            if (st.calls == 0) continue;
+            out += std::string(se.name) + "{op=\"" + kernels::op_name(static_cast<kernels::OpKind>(k)) +
+                   "\"} " + (se.field ? num(st.*se.field) : std::to_string(st.calls)) + "\n";
+        }
+    }
+    header(out, "deepinfer_forward_steps_total", "counter", "Model forward passes profiled.");
+    out += "deepinfer_forward_steps_total " + std::to_string(ops.steps) + "\n";
+    header(out, "deepinfer_forward_seconds_total", "counter", "Wall time of the profiled forward passes.");
+    out += "deepinfer_forward_seconds_total " + num(ops.step_seconds) + "\n";
+}
 } // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -119,6 +147,7 @@ std::string ServerMetrics::render(const EngineStats& engine) const {
                       ? static_cast<double>(engine.prefix_cache_hits) / engine.prefix_cache_queries
                       : 0.0;
     out += "deepinfer_prefix_cache_hit_rate " + num(rate) + "\n";
+    if (engine.ops) render_ops(*engine.ops, out);
     // Process memory: the load test checks that it returns to its baseline after bursts of requests.
     long pages = 0, resident = 0;
     std::ifstream("/proc/self/statm") >> pages >> resident;
