@@ -21,7 +21,8 @@ constexpr const char* kUsage =
     "(--quant fp8; block from the config's quantization_config, default 128x128). Shards of at most N MB\n"
     "(default 4096) with model.safetensors.index.json when larger. The same seed gives identical files.\n"
     "presets: tiny-text (tiny-v4 with the 129280-token V4 vocabulary), flash-mini (V4-Flash shapes, 4\n"
-    "layers), bench-small (hidden 1024, 8 layers, 64 experts; loads in transformers).\n"
+    "layers, 256 experts), flash-small (the same with 64 experts: < 8 GB in fp8), pro-mini (V4-Pro shapes,\n"
+    "2 layers, 16 experts), bench-small (hidden 1024, 8 layers, 64 experts; loads in transformers).\n"
     "--quant defaults to the config's own (presets: none).\n";
 
 int fail(const core::Status& s) {

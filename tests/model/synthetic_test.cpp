@@ -150,6 +150,32 @@ TEST(Synthetic, PresetsValidateAndTheirConfigsRoundTrip) {
     EXPECT_NE(bad.status().message().find("tiny-text"), std::string::npos);
 }
 
+// The matrices' draws: mean 0, standard deviation 1/sqrt(in), a bell bounded at 2*sqrt(3) sigma (Irwin-Hall
+// of four uniforms), reproducible from (seed, name) and different for another name or seed.
+TEST(Synthetic, MatrixDrawsHaveTheScaleOfTheirInputWidth) {
+    TensorSpec spec;
+    spec.name = "layers.0.attn.wq_a.weight";
+    spec.shape = core::Shape({512, 1024});
+    const std::vector<float> v = synthetic_values(spec, 11);
+    ASSERT_EQ(v.size(), 512u * 1024u);
+    double sum = 0, sq = 0, peak = 0;
+    for (float x : v) {
+        sum += x;
+        sq += static_cast<double>(x) * x;
+        peak = std::max(peak, std::fabs(static_cast<double>(x)));
+    }
+    const double n = static_cast<double>(v.size()), sigma = 1.0 / std::sqrt(1024.0);
+    const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+    EXPECT_LT(std::fabs(mean), 0.01 * sigma);
+    EXPECT_NEAR(sd, sigma, 0.01 * sigma);
+    EXPECT_LE(peak, 2.0 * std::sqrt(3.0) * sigma * 1.0001);
+    EXPECT_GT(peak, 3.0 * sigma); // the tails are there (P(|z| > 3) ~ 4e-4: ~200 of these draws)
+    EXPECT_EQ(synthetic_values(spec, 11), v);
+    EXPECT_NE(synthetic_values(spec, 12), v);
+    spec.name = "layers.0.attn.wq_b.weight";
+    EXPECT_NE(synthetic_values(spec, 11), v);
+}
+
 TEST(Synthetic, Bf16CheckpointStoresBf16RoundingOfTheDraws) {
     TempDir dir;
     const ModelConfig c = small_config(false);

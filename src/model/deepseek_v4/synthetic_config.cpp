@@ -81,6 +81,40 @@ ModelConfig flash_mini() {
     return c;
 }
 
+// V4-Flash's per-layer shapes with 4 layers and 64 experts: a Flash-shaped model under 8 GB in fp8.
+ModelConfig flash_small() {
+    ModelConfig c = flash_mini();
+    c.n_routed_experts = 64;
+    return c;
+}
+
+// DeepSeek V4-Pro's shapes (spec §1.1: hidden 7168, 128 heads, q_lora 1536, o 16 x 1024, experts x 3072,
+// route scale 2.5, indexer top-1024) with 2 layers (HCA then CSA, as Pro starts; the first hash-routed) and
+// 16 experts: ~5.6 GB in fp8.
+ModelConfig pro_mini() {
+    ModelConfig c;
+    c.vocab_size = 129280;
+    c.hidden_size = 7168;
+    c.num_attention_heads = 128;
+    c.head_dim = 512;
+    c.qk_rope_head_dim = 64;
+    c.q_lora_rank = 1536;
+    c.o_groups = 16;
+    c.o_lora_rank = 1024;
+    c.moe_intermediate_size = 3072;
+    c.n_routed_experts = 16;
+    c.num_experts_per_tok = 6;
+    c.routed_scaling_factor = 2.5;
+    c.swiglu_limit = 10.0;
+    c.sliding_window = 128;
+    set_layers(c, {128, 4}, 1);
+    set_yarn(c, 16.0, 65536);
+    c.index_n_heads = 64;
+    c.index_head_dim = 128;
+    c.index_topk = 1024;
+    return c;
+}
+
 // A mid-size model both engines run in seconds; ratios 4/128 only, so transformers parses its config.
 ModelConfig bench_small() {
     ModelConfig c;
@@ -109,7 +143,7 @@ ModelConfig bench_small() {
 } // namespace
 
 std::vector<std::string> synthetic_preset_names() {
-    return {"tiny-text", "flash-mini", "bench-small"};
+    return {"tiny-text", "flash-mini", "flash-small", "pro-mini", "bench-small"};
 }
 
 core::Result<ModelConfig> synthetic_preset(const std::string& name) {
@@ -118,11 +152,15 @@ core::Result<ModelConfig> synthetic_preset(const std::string& name) {
         c = tiny_text();
     else if (name == "flash-mini")
         c = flash_mini();
+    else if (name == "flash-small")
+        c = flash_small();
+    else if (name == "pro-mini")
+        c = pro_mini();
     else if (name == "bench-small")
         c = bench_small();
     else
         return core::invalid_argument("unknown preset '" + name +
-                                      "' (known: tiny-text, flash-mini, bench-small)");
+                                      "' (known: tiny-text, flash-mini, flash-small, pro-mini, bench-small)");
     DI_RETURN_IF_ERROR(c.validate("preset " + name));
     return c;
 }
