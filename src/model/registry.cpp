@@ -5,6 +5,7 @@
 #include "model/config_fields.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v41/config.h"
+#include "model/deepseek_v41/model.h"
 
 namespace deepinfer::model {
 
@@ -68,10 +69,10 @@ core::Result<std::unique_ptr<CausalLm>> load_causal_lm(const std::string& dir) {
         DI_ASSIGN_OR_RETURN(auto m, deepseek_v4::DeepseekV4Model::load(dir));
         return std::unique_ptr<CausalLm>(std::move(m));
     }
-    case ModelFamily::kDeepseekV41:
-        return core::unimplemented(path +
-                                   ": model family deepseek_v41 (DeepSeek V4.1) is recognized, but its "
-                                   "forward is not implemented yet (docs/deepseek-v41-model.md)");
+    case ModelFamily::kDeepseekV41: {
+        DI_ASSIGN_OR_RETURN(auto m, deepseek_v41::DeepseekV41Model::load(dir));
+        return std::unique_ptr<CausalLm>(std::move(m));
+    }
     }
     return core::internal_error("unreachable");
 }

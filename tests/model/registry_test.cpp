@@ -56,7 +56,7 @@ TEST(ModelRegistry, UnknownFamilyNamesFileAndField) {
     EXPECT_FALSE(detect_family("[1, 2]", "m/config.json").ok());
 }
 
-TEST(ModelRegistry, LoadsV4AsCausalLm) {
+TEST(ModelRegistry, LoadsEachFamilyAsCausalLm) {
     auto m = load_causal_lm(kRoot + "/models/tiny-v4");
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     const ModelInfo info = (*m)->info();
@@ -65,6 +65,12 @@ TEST(ModelRegistry, LoadsV4AsCausalLm) {
     EXPECT_EQ((*m)->vocab_size(), 512);
     EXPECT_GT((*m)->decode_cost().dense_bytes, 0);
     EXPECT_GT((*m)->decode_cost().expert_macs, 0);
+    auto v41 = load_causal_lm(kRoot + "/models/tiny-v41-fp8");
+    ASSERT_TRUE(v41.ok()) << v41.status().to_string();
+    EXPECT_EQ((*v41)->info().family, "deepseek_v41");
+    EXPECT_EQ((*v41)->info().kv_block_unit, 2);
+    EXPECT_EQ((*v41)->vocab_size(), 256);
+    EXPECT_GT((*v41)->decode_cost().expert_bytes, 0);
     auto missing = load_causal_lm(kRoot + "/models/no-such-model");
     ASSERT_FALSE(missing.ok());
     EXPECT_NE(missing.status().message().find("no-such-model/config.json"), std::string::npos);
