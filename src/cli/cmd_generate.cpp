@@ -181,7 +181,13 @@ int run_generate(const std::vector<std::string>& argv) {
         return 2;
     }
     auto tok = load_tokenizer(*args);
-    if (!tok.ok()) return fail(tok.status());
+    if (!tok.ok()) {
+        // The model directory's own tokenizer.json is only needed for text: token ids run without it.
+        if (args->has("tokenizer") || args->has("prompt")) return fail(tok.status());
+        std::fprintf(stderr, "deepinfer generate: tokenizer not loaded, token ids only (%s)\n",
+                     tok.status().to_string().c_str());
+        tok = std::optional<tokenizer::Tokenizer>();
+    }
     if (args->has("prompt") && !*tok)
         return fail(core::invalid_argument("--prompt needs a tokenizer: pass --tokenizer FILE or put "
                                            "tokenizer.json in the model directory"));

@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 #include <string>
@@ -287,6 +289,26 @@ TEST(V41Model, RejectsPrefixHitsAndBadBatches) {
     auto g = m->kv_geometry(16);
     ASSERT_TRUE(g.ok());
     EXPECT_GT(g->bytes_per_block, 0);
+}
+
+// Hash data computed from another tokenizer than the checkpoint's tokenizer.json is rejected at load.
+TEST(V41Model, RejectsEngramHashDataOfAnotherTokenizer) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / "v41_other_tokenizer";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const char* f : {"config.json", "model.safetensors", "engram_hash.safetensors"})
+        fs::copy_file(source_path(std::string("models/tiny-v41/") + f), dir / f);
+    fs::copy_file(source_path("models/tiny-v41/tokenizer.json"), dir / "tokenizer.json");
+    std::ofstream(dir / "tokenizer.json", std::ios::app) << "\n"; // another tokenizer file
+    auto m = DeepseekV41Model::load(dir.string());
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().message().find("engram_hash.safetensors"), std::string::npos)
+        << m.status().message();
+    EXPECT_NE(m.status().message().find("tokenizer"), std::string::npos) << m.status().message();
+    fs::remove(dir / "tokenizer.json"); // without a tokenizer.json nothing to check against: loads
+    EXPECT_TRUE(DeepseekV41Model::load(dir.string()).ok());
+    fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, V41Goldens, ::testing::Values("tiny-v41", "tiny-v41-fp8"));

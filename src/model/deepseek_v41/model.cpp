@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "kernels/ops.h"
+#include "model/sha256.h"
 
 namespace deepinfer::model::deepseek_v41 {
 
@@ -54,7 +55,13 @@ Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::stri
         if (!std::filesystem::exists(hash_path, ec))
             return core::not_found(hash_path + ": missing (the Engram hash data of config.json field "
                                                "'engram_layer_ids'; tools/oracle/README.md \"V4.1\")");
-        DI_ASSIGN_OR_RETURN(hasher, EngramHasher::load(hash_path, config));
+        // Hash data is computed from one tokenizer: when the checkpoint ships its tokenizer.json, the hash
+        // data must name that file's sha256.
+        std::string tokenizer_sha;
+        if (std::filesystem::exists(dir + "/tokenizer.json", ec)) {
+            DI_ASSIGN_OR_RETURN(tokenizer_sha, sha256_file_hex(dir + "/tokenizer.json"));
+        }
+        DI_ASSIGN_OR_RETURN(hasher, EngramHasher::load(hash_path, config, tokenizer_sha));
     }
     const deepseek_v4::ModelConfig rc = rope_config(config);
     auto main_rope = deepseek_v4::make_main_rope(rc);
