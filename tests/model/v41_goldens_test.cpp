@@ -124,7 +124,9 @@ TEST_P(V41Goldens, PrefillMatchesStageByStage) {
                 const bool same = row_set(probes.router[l], c.num_experts_per_tok, t) ==
                                   row_set(router, c.num_experts_per_tok, t);
                 picks_differ += !same;
-                if (strict) EXPECT_TRUE(same) << "router layer " << l << " t " << t;
+                if (strict) {
+                    EXPECT_TRUE(same) << "router layer " << l << " t " << t;
+                }
             }
             if (g_->has(p(i, "index_topk." + ls))) {
                 const auto ref = g_->ids(p(i, "index_topk." + ls));
@@ -132,7 +134,9 @@ TEST_P(V41Goldens, PrefillMatchesStageByStage) {
                 for (int64_t t = 0; t < T; ++t) {
                     const bool same = row_set(probes.picks[l], c.index_topk, t) == row_set(ref, w, t);
                     picks_differ += !same;
-                    if (strict) EXPECT_TRUE(same) << "index top-k layer " << l << " t " << t;
+                    if (strict) {
+                        EXPECT_TRUE(same) << "index top-k layer " << l << " t " << t;
+                    }
                 }
             }
             if (g_->has(p(i, "hidden." + ls))) { // stored for prompts up to 64 tokens
@@ -156,7 +160,9 @@ TEST_P(V41Goldens, PrefillMatchesStageByStage) {
                 const bool same =
                     row_set(probes.candidate_blocks, c.candidate_topk_blocks, t) == row_set(ref, w, t);
                 picks_differ += !same;
-                if (strict) EXPECT_TRUE(same) << "candidate blocks t " << t;
+                if (strict) {
+                    EXPECT_TRUE(same) << "candidate blocks t " << t;
+                }
             }
         }
         const auto ref = g_->f32(p(i, "prefill_logits"));
@@ -202,7 +208,9 @@ TEST_P(V41Goldens, GreedyDecodeGivesTheGoldenTokens) {
                 worst = std::max(worst, rel_err(logits.data(), steps.data() + s * V, V));
                 const int32_t tok = argmax(logits.data(), V);
                 ASSERT_EQ(tok, gen[s]) << "step " << s;
-                if (s + 1 < gen.size()) ASSERT_TRUE(run.feed({tok}, 0, false, &logits).ok());
+                if (s + 1 < gen.size()) {
+                    ASSERT_TRUE(run.feed({tok}, 0, false, &logits).ok());
+                }
             }
         }
         std::printf("[%s] prefill chunk %lld: 9 prompts x 32 greedy tokens identical, max step logit rel err "
@@ -288,7 +296,9 @@ TEST(V41Model, RejectsPrefixHitsAndBadBatches) {
     EXPECT_FALSE(m->kv_geometry(15).ok()); // not a multiple of the compression ratio 2
     auto g = m->kv_geometry(16);
     ASSERT_TRUE(g.ok());
-    EXPECT_GT(g->bytes_per_block, 0);
+    // 5 layers x 16 positions x 64 window floats + (8 ratio-2 entries of source 1 + 16 ratio-1 entries of
+    // source 3) x (64 + 32) floats: only the KV sources own compressed entries and indexer keys.
+    EXPECT_EQ(g->bytes_per_block, (5 * 16 * 64 + (8 + 16) * (64 + 32)) * 4);
 }
 
 // Hash data computed from another tokenizer than the checkpoint's tokenizer.json is rejected at load.
