@@ -271,24 +271,61 @@ TEST_P(V41Goldens, RaggedBatchGivesTheGoldenTokens) {
     }
 }
 
-TEST(V41Model, RejectsPrefixHitsAndBadBatches) {
+// A prefix-cache hit: sequence A (a golden prompt) fills its blocks; sequence B, in another slot, shares A's
+// first blocks (restore_slot_from_block: the n-gram history comes from the last shared block's snapshot)
+// and feeds only the rest. B gives the golden tokens, its prefill logits those of a solo run.
+TEST_P(V41Goldens, PrefixHitGivesTheGoldenTokens) {
+    auto m = load(GetParam(), 16, 48, 2);
+    ASSERT_TRUE(m);
+    const int64_t V = m->vocab_size();
+    for (int i : {6, 7}) { // 17 and 64 tokens: 1 and 3 shared blocks
+        SCOPED_TRACE("prompt " + std::to_string(i));
+        const auto ids = g_->ids(p(i, "ids"));
+        const int64_t shared = (static_cast<int64_t>(ids.size()) - 1) / 16 * 16;
+        ASSERT_GT(shared, 0);
+        SequenceRunner a(m.get(), 0, iota_blocks(0, 24));
+        std::vector<float> la;
+        ASSERT_TRUE(a.feed(ids, 5, false, &la).ok());
+        std::vector<int32_t> blocks_b = iota_blocks(24, 24);
+        for (int64_t k = 0; k < shared / 16; ++k) blocks_b[k] = static_cast<int32_t>(k); // A's blocks
+        SequenceRunner b(m.get(), 1, blocks_b, 1);
+        b.advance(shared);
+        const std::vector<int32_t> rest(ids.begin() + shared, ids.end());
+        ForwardBatch fb = b.next_batch(rest, false);
+        fb.chunks[0].reset_slot = true;
+        fb.chunks[0].restore_slot_from_block = true;
+        std::vector<float> logits(V);
+        ASSERT_TRUE(m->forward(fb, logits.data()).ok());
+        b.advance(static_cast<int64_t>(rest.size()));
+        const double e = rel_err(logits.data(), la.data(), V);
+        EXPECT_LE(e, kLogitTol) << "prefix hit vs solo: last prefill logits";
+        const auto gen = g_->ids(p(i, "gen_tokens"));
+        for (size_t s = 0; s < 16; ++s) {
+            const int32_t tok = argmax(logits.data(), V);
+            ASSERT_EQ(tok, gen[s]) << "step " << s;
+            ASSERT_TRUE(b.feed({tok}, 0, false, &logits).ok());
+        }
+    }
+}
+
+TEST(V41Model, RejectsBadBatches) {
     auto m = load("tiny-v41", 16, 4);
     ASSERT_TRUE(m);
     ForwardBatch b;
     b.token_ids = {5, 6};
-    b.positions = {16, 17};
+    b.positions = {8, 9};
     SequenceChunk ch;
     ch.num_tokens = 2;
-    ch.start_pos = 16;
+    ch.start_pos = 8;
     ch.block_table = {0, 1};
     ch.reset_slot = true;
-    ch.restore_slot_from_block = true;
+    ch.restore_slot_from_block = true; // not at a block boundary
     b.chunks.push_back(ch);
     b.logits_rows = {1};
     std::vector<float> logits(m->vocab_size());
     core::Status s = m->forward(b, logits.data());
     EXPECT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("prefix-cache hits"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("block boundary"), std::string::npos) << s.message();
     b.chunks[0].restore_slot_from_block = false;
     b.token_ids[1] = 9999;
     s = m->forward(b, logits.data());
@@ -297,8 +334,9 @@ TEST(V41Model, RejectsPrefixHitsAndBadBatches) {
     auto g = m->kv_geometry(16);
     ASSERT_TRUE(g.ok());
     // 5 layers x 16 positions x 64 window floats + (8 ratio-2 entries of source 1 + 16 ratio-1 entries of
-    // source 3) x (64 + 32) floats: only the KV sources own compressed entries and indexer keys.
-    EXPECT_EQ(g->bytes_per_block, (5 * 16 * 64 + (8 + 16) * (64 + 32)) * 4);
+    // source 3) x (64 + 32) floats: only the KV sources own compressed entries and indexer keys; and the
+    // n-gram history at the block's end (count + N - 1 ids).
+    EXPECT_EQ(g->bytes_per_block, (5 * 16 * 64 + (8 + 16) * (64 + 32)) * 4 + 3 * 8); // + n-gram snapshot
 }
 
 // Hash data computed from another tokenizer than the checkpoint's tokenizer.json is rejected at load.

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <span>
 
 #include "core/check.h"
 #include "kernels/ops.h"
@@ -144,7 +145,7 @@ Result<KvGeometry> DeepseekV41Model::kv_geometry(int64_t block_size) const {
             if (m > 1) slot_floats += m * 2 * c.head_dim;
         }
     }
-    g.bytes_per_block = floats * 4;
+    g.bytes_per_block = floats * 4 + c.engram.max_ngram_size * 8;
     g.bytes_per_slot = slot_floats * 4 + c.engram.max_ngram_size * 8;
     g.max_position = c.max_position_embeddings;
     return g;
@@ -169,6 +170,7 @@ Status DeepseekV41Model::init_kv_cache(const KvCacheSpec& spec) {
             pools_.keys[l].assign(blocks * e * c.index_head_dim, 0.0f);
         }
     }
+    pools_.ngram.assign(blocks * c.engram.max_ngram_size, 0);
     slots_.assign(spec.num_slots + 1, Slot{});
     for (Slot& s : slots_) {
         s.group.resize(L);
@@ -185,6 +187,8 @@ void DeepseekV41Model::set_thread_pool(core::ThreadPool* pool) {
 
 void DeepseekV41Model::copy_block(int32_t src, int32_t dst) {
     const ModelConfig& c = config_;
+    const int64_t N = c.engram.max_ngram_size;
+    std::copy_n(pools_.ngram.data() + src * N, N, pools_.ngram.data() + dst * N);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const int64_t n = spec_.block_size * c.head_dim;
         std::copy_n(pools_.raw[l].data() + src * n, n, pools_.raw[l].data() + dst * n);
@@ -209,10 +213,11 @@ Status DeepseekV41Model::validate(const ForwardBatch& b) const {
         if (ch.is_padding) continue;
         if (ch.slot < 0 || ch.slot >= spec_.num_slots)
             return core::invalid_argument("ForwardBatch: bad slot");
-        if (ch.restore_slot_from_block)
-            return core::unimplemented("deepseek_v41: prefix-cache hits (restore_slot_from_block) are not "
-                                       "supported yet (the Engram n-gram history and the open compressor "
-                                       "group are not snapshotted into blocks)");
+        if (ch.restore_slot_from_block && (ch.start_pos <= 0 || ch.start_pos % spec_.block_size != 0))
+            return core::invalid_argument(
+                "ForwardBatch: a prefix-cache hit must start at a block boundary > 0, "
+                "got start_pos " +
+                std::to_string(ch.start_pos));
         if (!ch.reset_slot && ch.start_pos == 0 && ch.num_tokens > 0) {
             // a continuing sequence at position 0 is fine only when nothing was fed yet: allowed
         }
@@ -254,9 +259,15 @@ Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
     for (const SequenceChunk& sc : batch.chunks) {
         if (sc.is_padding || sc.num_tokens == 0) continue;
         Slot& slot = slots_[sc.slot];
-        if (sc.reset_slot) {
+        if (sc.reset_slot || sc.restore_slot_from_block) {
             slot.history = NgramHistory{};
             for (auto& g : slot.group) std::fill(g.begin(), g.end(), 0.0f);
+        }
+        if (sc.restore_slot_from_block) {
+            const int64_t N = c.engram.max_ngram_size;
+            const int64_t* snap =
+                pools_.ngram.data() + sc.block_table[sc.start_pos / spec_.block_size - 1] * N;
+            slot.history.recent.assign(snap + 1, snap + 1 + snap[0]);
         }
         Chunk ch;
         ch.n = sc.num_tokens;
@@ -290,7 +301,20 @@ void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
     if (c.engram.enabled()) {
         std::vector<int64_t> toks(n);
         for (int64_t i = 0; i < n; ++i) toks[i] = batch.token_ids[ch.row0 + i];
-        hasher_.hash(toks, {}, ch.slot->history, hash_ids);
+        // Split at block ends, where the history is snapshotted into the block (prefix-cache hits).
+        const int64_t bs = spec_.block_size, N = c.engram.max_ngram_size;
+        for (int64_t done = 0; done < n;) {
+            const int64_t len = std::min(n - done, bs - (ch.start + done) % bs);
+            hasher_.hash(std::span<const int64_t>(toks).subspan(done, len), {}, ch.slot->history, hash_ids);
+            done += len;
+            if ((ch.start + done) % bs == 0) {
+                const auto& recent = ch.slot->history.recent;
+                DI_CHECK(static_cast<int64_t>(recent.size()) < N);
+                int64_t* snap = pools_.ngram.data() + ch.block_table[(ch.start + done) / bs - 1] * N;
+                snap[0] = static_cast<int64_t>(recent.size());
+                std::copy(recent.begin(), recent.end(), snap + 1);
+            }
+        }
         if (probes_)
             std::copy(hash_ids.begin(), hash_ids.end(),
                       probes_->hash_ids.begin() + ch.row0 * (hash_ids.size() / n));

@@ -62,6 +62,10 @@ public:
         std::vector<std::vector<float>> raw;  // [L] [blocks, block_size, d]
         std::vector<std::vector<float>> comp; // [L] (KV sources) [blocks, block_size / m, d]
         std::vector<std::vector<float>> keys; // [L] (KV sources) [blocks, block_size / m, d_I]
+        // [blocks, N]: the Engram n-gram history at the block's end (count, then up to N - 1 compressed
+        // ids), so a prefix-cache hit restores it. The compressors need nothing: a block ends on a group
+        // boundary of every ratio.
+        std::vector<int64_t> ngram;
     };
     struct Slot {
         NgramHistory history;
