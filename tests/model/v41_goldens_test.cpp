@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -31,6 +32,7 @@
 #include "golden_util.h"
 #include "model/deepseek_v41/model.h"
 #include "model/sequence_runner.h"
+#include "weights/safetensors.h"
 
 namespace deepinfer::model::deepseek_v41 {
 namespace {
@@ -306,6 +308,65 @@ TEST_P(V41Goldens, PrefixHitGivesTheGoldenTokens) {
             ASSERT_TRUE(b.feed({tok}, 0, false, &logits).ok());
         }
     }
+}
+
+// The probe recorder (generate --dump-probes) over a chunked prefill of prompt 6 writes the golden key
+// names, with the golden hash ids and hidden streams.
+TEST_P(V41Goldens, ProbeRecorderWritesGoldenKeys) {
+    auto m = load(GetParam(), 16, 4);
+    ASSERT_TRUE(m);
+    const auto ids = g_->ids(p(6, "ids"));
+    auto rec = m->attach_probe_recorder();
+    ASSERT_TRUE(rec);
+    SequenceRunner run(m.get(), 0, iota_blocks(0, 4));
+    std::vector<float> logits;
+    for (size_t s = 0; s < ids.size(); s += 5) {
+        const std::vector<int32_t> part(ids.begin() + s, ids.begin() + std::min(ids.size(), s + 5));
+        ASSERT_TRUE(run.feed(part, 0, false, &logits).ok());
+        rec->record(part);
+    }
+    const std::string path = (std::filesystem::temp_directory_path() / ("v41_probes_" + GetParam())).string();
+    ASSERT_TRUE(rec->write(path).ok());
+    rec.reset();
+    auto f = weights::SafetensorsFile::open(path, "probes");
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    auto get_f32 = [&](const std::string& name) {
+        for (const auto& e : (*f)->header().tensors)
+            if (e.name == name) {
+                std::vector<float> v(e.shape.numel());
+                std::memcpy(v.data(), (*f)->data(e), v.size() * 4);
+                return v;
+            }
+        ADD_FAILURE() << name << " missing";
+        return std::vector<float>();
+    };
+    auto get_i64 = [&](const std::string& name) {
+        for (const auto& e : (*f)->header().tensors)
+            if (e.name == name) {
+                std::vector<int64_t> v(e.shape.numel());
+                std::memcpy(v.data(), (*f)->data(e), v.size() * 8);
+                return std::vector<int32_t>(v.begin(), v.end());
+            }
+        ADD_FAILURE() << name << " missing";
+        return std::vector<int32_t>();
+    };
+    const int64_t T = static_cast<int64_t>(ids.size());
+    EXPECT_EQ(get_i64("ids"), ids);
+    for (int64_t layer : m->config().engram.layer_ids) {
+        const auto ref = g_->ids(p(6, "engram_hash." + std::to_string(layer)));
+        EXPECT_EQ(get_i64("engram_hash." + std::to_string(layer)),
+                  std::vector<int32_t>(ref.begin(), ref.begin() + T * m->config().engram.n_hash_cols()));
+    }
+    for (int64_t l = 0; l < m->config().num_hidden_layers; ++l) {
+        const auto ref = g_->f32(p(6, "hidden." + std::to_string(l)));
+        const auto got = get_f32("hidden." + std::to_string(l));
+        ASSERT_EQ(got.size(), ref.size());
+        EXPECT_LE(rel_err(got.data(), ref.data(), ref.size()), kLogitTol) << "layer " << l;
+    }
+    const auto picks = get_i64("index_topk.3"), ref = g_->ids(p(6, "index_topk.3"));
+    for (int64_t t = 0; t < T; ++t)
+        EXPECT_EQ(row_set(picks, m->config().index_topk, t), row_set(ref, ref.size() / T, t)) << "t " << t;
+    std::filesystem::remove(path);
 }
 
 TEST(V41Model, RejectsBadBatches) {

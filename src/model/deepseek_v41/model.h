@@ -54,6 +54,8 @@ public:
     void copy_block(int32_t src, int32_t dst) override;
     void copy_slot(int32_t src, int32_t dst) override;
 
+    // generate --dump-probes (probes.cpp): the golden key names of tools/oracle/goldens_v41.py.
+    std::unique_ptr<ProbeRecorder> attach_probe_recorder() override;
     void set_probes(V41Probes* p) { probes_ = p; }
     const ModelConfig& config() const { return config_; }
 
