@@ -218,9 +218,6 @@ Status DeepseekV41Model::validate(const ForwardBatch& b) const {
                 "ForwardBatch: a prefix-cache hit must start at a block boundary > 0, "
                 "got start_pos " +
                 std::to_string(ch.start_pos));
-        if (!ch.reset_slot && ch.start_pos == 0 && ch.num_tokens > 0) {
-            // a continuing sequence at position 0 is fine only when nothing was fed yet: allowed
-        }
         const int64_t need = (ch.start_pos + ch.num_tokens + spec_.block_size - 1) / spec_.block_size;
         if (static_cast<int64_t>(ch.block_table.size()) < need)
             return core::invalid_argument("ForwardBatch: block table too short for the chunk");
