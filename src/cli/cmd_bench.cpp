@@ -17,14 +17,13 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/profiler.h"
-#include "model/deepseek_v4/model.h"
+#include "model/registry.h"
 #include "model/sequence_runner.h"
 #include "weights/safetensors_writer.h"
 
 namespace deepinfer::cli {
 namespace {
 
-using model::deepseek_v4::DeepseekV4Model;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUsage =
@@ -45,49 +44,6 @@ int fail(const core::Status& s) {
 
 int32_t prompt_token(int64_t b, int64_t i, int64_t vocab) {
     return static_cast<int32_t>(2 + ((i + 1000 * b) * 7919 + 13) % (vocab - 2));
-}
-
-// Weight bytes and multiply-adds one decode token touches: everything dense (mHC, attention, compressors,
-// indexer, router, shared expert, head, one embedding row) plus K routed experts per layer.
-struct TokenCost {
-    double dense_bytes = 0, expert_bytes = 0; // expert_bytes: all layers, one routed expert each
-    double dense_macs = 0, expert_macs = 0;
-};
-
-TokenCost token_cost(const model::deepseek_v4::ModelWeights& w) {
-    TokenCost c;
-    auto add = [&](const core::Weight& x) {
-        c.dense_bytes += static_cast<double>(x.stored_bytes());
-        c.dense_macs += static_cast<double>(x.rows) * x.cols;
-    };
-    auto add_comp = [&](const model::deepseek_v4::CompressorWeights& x) {
-        add(x.wkv);
-        add(x.wgate);
-    };
-    for (const auto& l : w.layers) {
-        add(l.hc_attn.fn);
-        add(l.hc_ffn.fn);
-        const auto& a = l.attn;
-        for (const core::Weight* x : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b}) add(*x);
-        if (a.has_compressor) add_comp(a.compressor);
-        if (a.has_indexer) {
-            add(a.indexer.wq_b);
-            add(a.indexer.weights_proj);
-            add_comp(a.indexer.compressor);
-        }
-        add(l.ffn.gate);
-        if (l.ffn.has_shared)
-            for (const core::Weight* x : {&l.ffn.shared.w1, &l.ffn.shared.w2, &l.ffn.shared.w3}) add(*x);
-        const auto& e = l.ffn.experts.front();
-        for (const core::Weight* x : {&e.w1, &e.w2, &e.w3}) {
-            c.expert_bytes += static_cast<double>(x->stored_bytes());
-            c.expert_macs += static_cast<double>(x->rows) * x->cols;
-        }
-    }
-    add(w.hc_head_fn);
-    add(w.head);
-    c.dense_bytes += static_cast<double>(w.embed.stored_bytes()) / w.embed.rows;
-    return c;
 }
 
 double median(std::vector<double> v) {
@@ -168,7 +124,7 @@ core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t 
 }
 
 // Sequence 0's prefill logits [P, V], its ids, and gen_len greedy tokens (for a peer engine to reproduce).
-core::Status write_logits(DeepseekV4Model& m, int64_t P, int64_t gen_len, int64_t block_size,
+core::Status write_logits(model::CausalLm& m, int64_t P, int64_t gen_len, int64_t block_size,
                           const std::string& path) {
     const int64_t V = m.vocab_size(), nb = (P + gen_len + block_size - 1) / block_size;
     std::vector<int32_t> ids, blocks;
@@ -218,18 +174,16 @@ int run_bench(const std::vector<std::string>& argv) {
         *out = *v;
     }
     core::ThreadPool::set_default_threads(static_cast<int>(T));
-    auto lm = DeepseekV4Model::load(*args->get("model"));
+    auto lm = model::load_causal_lm(*args->get("model"));
     if (!lm.ok()) return fail(lm.status());
-    DeepseekV4Model& m = **lm;
+    model::CausalLm& m = **lm;
     // Like the engine, bench owns the compute pool and plans the model's workspace for its largest step.
     core::ThreadPool pool(static_cast<int>(T));
     m.set_thread_pool(&pool);
     if (core::Status s = m.configure_runtime({B * P, static_cast<int32_t>(B)}); !s.ok()) return fail(s);
-    const auto& cfg = m.config();
+    const model::ModelInfo cfg = m.info();
 
-    int64_t unit = 1; // block size: a multiple of every compression ratio
-    for (int64_t r : cfg.compress_ratios)
-        if (r > 0) unit = std::lcm(unit, r);
+    const int64_t unit = cfg.kv_block_unit; // block size: a multiple of every compression ratio
     const int64_t block_size = unit * std::max<int64_t>(1, (256 + unit - 1) / unit);
     const int64_t blocks_per_seq = (P + N + block_size - 1) / block_size;
     model::KvCacheSpec spec;
@@ -258,9 +212,8 @@ int run_bench(const std::vector<std::string>& argv) {
         if (auto c = run_cycle(m, B, P, N, blocks_per_seq, &census); !c.ok()) return fail(c.status());
 
     const MachineLimits lim = measure_machine(static_cast<int>(T), static_cast<size_t>(bw_mb) << 20, 5);
-    const TokenCost tc = token_cost(m.weights());
-    const double E = static_cast<double>(cfg.n_routed_experts),
-                 K = static_cast<double>(cfg.num_experts_per_tok);
+    const model::DecodeCost tc = m.decode_cost();
+    const double E = static_cast<double>(cfg.n_routed_experts), K = static_cast<double>(cfg.experts_per_tok);
     const double per_expert = tc.expert_bytes; // one expert in every layer
     const double bytes_token = tc.dense_bytes + K * per_expert;
     const double distinct = E * (1.0 - std::pow(1.0 - K / E, static_cast<double>(B))); // uniform routing
@@ -293,9 +246,9 @@ int run_bench(const std::vector<std::string>& argv) {
         return 0;
     }
     std::printf("model %s: %lld layers, hidden %lld, %lld experts top-%lld; resident weights %.1f MB\n",
-                args->get("model")->c_str(), static_cast<long long>(cfg.num_hidden_layers),
+                args->get("model")->c_str(), static_cast<long long>(cfg.num_layers),
                 static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.n_routed_experts),
-                static_cast<long long>(cfg.num_experts_per_tok), m.weights().resident_weight_bytes() / 1e6);
+                static_cast<long long>(cfg.experts_per_tok), cfg.resident_weight_bytes / 1e6);
     std::printf("run: prompt %lld, gen %lld, batch %lld, threads %lld, median of %lld after a warm-up\n", P,
                 N, B, T, R);
     std::printf("machine (%s, %lld threads): read %.1f GB/s over %.0f MiB (4 streams/thread; 1 stream %.1f), "

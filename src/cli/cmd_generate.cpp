@@ -18,7 +18,7 @@
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "engine/offline.h"
-#include "model/deepseek_v4/model.h"
+#include "model/registry.h"
 #include "model/sequence_runner.h"
 #include "tokenizer/tokenizer.h"
 
@@ -105,8 +105,7 @@ core::Result<std::optional<tokenizer::Tokenizer>> load_tokenizer(const Args& arg
 }
 
 // Many prompts through the engine: JSONL in, JSONL out.
-int run_jsonl(const Args& args, model::deepseek_v4::DeepseekV4Model& m,
-              const std::optional<tokenizer::Tokenizer>& tok) {
+int run_jsonl(const Args& args, model::CausalLm& m, const std::optional<tokenizer::Tokenizer>& tok) {
     auto config = engine_config_from_args(args);
     if (!config.ok()) return fail(config.status());
     if (config->num_kv_blocks == 0 && config->kv_cache_memory_bytes == 0)
@@ -156,7 +155,6 @@ int64_t c_tokens(int64_t chunk, size_t prompt) {
 }
 
 int run_generate(const std::vector<std::string>& argv) {
-    using model::deepseek_v4::DeepseekV4Model;
     std::set<std::string> value_flags = engine_value_flags();
     value_flags.insert({"model", "prompt-ids", "prompt-ids-file", "prompt", "max-tokens", "chunk-size",
                         "dump-probes", "tokenizer", "input-jsonl", "output-jsonl"});
@@ -183,12 +181,18 @@ int run_generate(const std::vector<std::string>& argv) {
         return 2;
     }
     auto tok = load_tokenizer(*args);
-    if (!tok.ok()) return fail(tok.status());
+    if (!tok.ok()) {
+        // The model directory's own tokenizer.json is only needed for text: token ids run without it.
+        if (args->has("tokenizer") || args->has("prompt")) return fail(tok.status());
+        std::fprintf(stderr, "deepinfer generate: tokenizer not loaded, token ids only (%s)\n",
+                     tok.status().to_string().c_str());
+        tok = std::optional<tokenizer::Tokenizer>();
+    }
     if (args->has("prompt") && !*tok)
         return fail(core::invalid_argument("--prompt needs a tokenizer: pass --tokenizer FILE or put "
                                            "tokenizer.json in the model directory"));
     if (args->has("input-jsonl")) {
-        auto lm = DeepseekV4Model::load(*args->get("model"));
+        auto lm = model::load_causal_lm(*args->get("model"));
         if (!lm.ok()) return fail(lm.status());
         return run_jsonl(*args, **lm, *tok);
     }
@@ -206,9 +210,9 @@ int run_generate(const std::vector<std::string>& argv) {
     if (!block_size.ok()) return fail(block_size.status());
     if (*max_tokens < 0) return fail(core::invalid_argument("--max-tokens must be >= 0"));
 
-    auto lm = DeepseekV4Model::load(*args->get("model"));
+    auto lm = model::load_causal_lm(*args->get("model"));
     if (!lm.ok()) return fail(lm.status());
-    DeepseekV4Model& m = **lm;
+    model::CausalLm& m = **lm;
     for (int32_t id : *ids)
         if (id >= m.vocab_size())
             return fail(core::invalid_argument("--prompt-ids: token id " + std::to_string(id) +
@@ -228,10 +232,10 @@ int run_generate(const std::vector<std::string>& argv) {
     std::vector<int32_t> blocks;
     for (int32_t b = 0; b < spec.num_blocks; ++b) blocks.push_back(b);
 
-    model::deepseek_v4::ForwardProbes probes;
-    model::deepseek_v4::ProbeLog log;
     const auto dump = args->get("dump-probes");
-    if (dump) m.set_probes(&probes);
+    std::unique_ptr<model::ProbeRecorder> probes = dump ? m.attach_probe_recorder() : nullptr;
+    if (dump && !probes)
+        return fail(core::unimplemented("--dump-probes: this model family records no probes"));
     model::SequenceRunner runner(&m, 0, blocks);
     std::vector<float> logits;
     // Prefill chunk by chunk so every chunk's probes are logged.
@@ -239,7 +243,7 @@ int run_generate(const std::vector<std::string>& argv) {
     for (size_t s = 0; s < ids->size(); s += c) {
         std::vector<int32_t> part(ids->begin() + s, ids->begin() + std::min(ids->size(), s + c));
         if (core::Status st = runner.feed(part, 0, false, &logits); !st.ok()) return fail(st);
-        if (dump) log.append(probes, part);
+        if (probes) probes->record(part);
     }
     kernels::ProfileSnapshot prefill_profile = m.profiler()->snapshot();
     m.profiler()->clear();
@@ -249,7 +253,7 @@ int run_generate(const std::vector<std::string>& argv) {
         out.push_back(next);
         if (i + 1 == *max_tokens) break;
         if (core::Status st = runner.feed({next}, 0, false, &logits); !st.ok()) return fail(st);
-        if (dump) log.append(probes, {next});
+        if (probes) probes->record({next});
     }
     for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? "," : "", out[i]);
     std::printf("\n");
@@ -259,13 +263,8 @@ int run_generate(const std::vector<std::string>& argv) {
         kernels::print_profile(stderr, prefill_profile, {}, "prefill");
         kernels::print_profile(stderr, m.profiler()->snapshot(), {}, "decode");
     }
-    if (dump) {
-        const auto& cfg = m.config();
-        if (core::Status s = log.write_safetensors(*dump, cfg.hc_mult, cfg.hidden_size,
-                                                   cfg.num_experts_per_tok, cfg.index_topk);
-            !s.ok())
-            return fail(s);
-    }
+    if (probes)
+        if (core::Status s = probes->write(*dump); !s.ok()) return fail(s);
     return 0;
 }
 

@@ -3,6 +3,9 @@
 // ForwardBatch. The engine speaks token ids and block ids only; the model owns what a block contains.
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "kernels/profiler.h"
@@ -28,12 +31,45 @@ struct KvCacheSpec {
     int32_t num_slots = 0;    // usable per-sequence slots (the model adds one scratch slot)
 };
 
+// What a runner prints and sizes from, whatever the family.
+struct ModelInfo {
+    std::string family; // "deepseek_v4", "deepseek_v41"
+    int64_t num_layers = 0;
+    int64_t hidden_size = 0;
+    int64_t n_routed_experts = 0;
+    int64_t experts_per_tok = 0;
+    int64_t bos_token_id = 0;
+    int64_t max_position_embeddings = 0;
+    int64_t kv_block_unit = 1; // KV block sizes must be multiples of this (the compression ratios' lcm)
+    double resident_weight_bytes = 0;
+};
+
+// Weight bytes and multiply-adds one decode token touches (bench's roofline): everything dense plus one
+// routed expert in every MoE layer (expert_*), which the runner scales by the experts a step touches.
+struct DecodeCost {
+    double dense_bytes = 0, expert_bytes = 0;
+    double dense_macs = 0, expert_macs = 0;
+};
+
+// Per-stage dumps of a run (generate --dump-probes): record() after each forward of `tokens` (one
+// sequence, in order), write() at the end. The recorder detaches itself from the model when destroyed.
+class ProbeRecorder {
+public:
+    virtual ~ProbeRecorder() = default;
+    virtual void record(const std::vector<int32_t>& tokens) = 0;
+    virtual core::Status write(const std::string& path) const = 0;
+};
+
 class CausalLm {
 public:
     virtual ~CausalLm() = default;
 
     virtual int64_t vocab_size() const = 0;
     virtual int64_t eos_token_id() const = 0;
+    virtual ModelInfo info() const { return {}; }
+    virtual DecodeCost decode_cost() const { return {}; }
+    // Attach a probe recorder to every later forward; nullptr when the family records no probes.
+    virtual std::unique_ptr<ProbeRecorder> attach_probe_recorder() { return nullptr; }
     // Bytes per block and per slot for a block size, so the engine can size the pool from a memory budget.
     virtual core::Result<KvGeometry> kv_geometry(int64_t block_size) const = 0;
     // Allocate (or reallocate) the block pool and the slots. Everything previously stored is dropped.

@@ -11,7 +11,7 @@
 #include "engine/async_engine.h"
 #include "engine/engine.h"
 #include "engine/grammar_constraint.h"
-#include "model/deepseek_v4/model.h"
+#include "model/registry.h"
 #include "server/engine_backend_text.h"
 
 namespace deepinfer::server {
@@ -70,7 +70,7 @@ engine::SamplingParams to_params(const SamplingOptions& s) {
 
 class EngineBackend : public Backend {
 public:
-    EngineBackend(std::string name, std::unique_ptr<model::deepseek_v4::DeepseekV4Model> model,
+    EngineBackend(std::string name, std::unique_ptr<model::CausalLm> model,
                   std::unique_ptr<engine::AsyncEngine> async, std::unique_ptr<detail::TextCodec> codec,
                   engine::EngineConfig resolved, int context, int vocab)
         : name_(std::move(name)), model_(std::move(model)), async_(std::move(async)),
@@ -204,7 +204,7 @@ private:
     }
 
     std::string name_;
-    std::unique_ptr<model::deepseek_v4::DeepseekV4Model> model_; // outlives the engine below
+    std::unique_ptr<model::CausalLm> model_; // outlives the engine below
     std::unique_ptr<engine::AsyncEngine> async_;
     std::unique_ptr<detail::TextCodec> codec_;
     engine::EngineConfig engine_config_; // resolved: the pool and model length the engine admits against
@@ -243,7 +243,7 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
         if (!parsed.ok()) return parsed.status().with_context("--effort-table");
         effort_table = *parsed;
     }
-    DI_ASSIGN_OR_RETURN(auto model, model::deepseek_v4::DeepseekV4Model::load(options.model_dir));
+    DI_ASSIGN_OR_RETURN(auto model, model::load_causal_lm(options.model_dir));
     const int64_t vocab = model->vocab_size();
     if (options.profile) {
         if (kernels::Profiler* p = model->profiler()) p->set_enabled(true);
@@ -273,12 +273,12 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
             return core::invalid_argument("the model's vocabulary is too small for any tokenizer");
         DI_LOG(Warn) << "tokenizer " << tok_path << " does not fit the model's " << vocab
                      << "-token vocabulary; using a byte-level stand-in (test models)";
-        codec = detail::make_byte_codec(static_cast<int32_t>(model->config().bos_token_id),
+        codec = detail::make_byte_codec(static_cast<int32_t>(model->info().bos_token_id),
                                         static_cast<int32_t>(model->eos_token_id()));
     }
 
     engine::EngineConfig cfg = options.engine;
-    if (cfg.max_model_len <= 0) cfg.max_model_len = model->config().max_position_embeddings;
+    if (cfg.max_model_len <= 0) cfg.max_model_len = model->info().max_position_embeddings;
     if (cfg.num_kv_blocks <= 0 && cfg.kv_cache_memory_bytes <= 0) {
         // Default pool: every running sequence can reach min(max_model_len, 16k) tokens.
         int64_t per_seq = (std::min<int64_t>(cfg.max_model_len, 16384) + cfg.block_size - 1) / cfg.block_size;

@@ -26,6 +26,9 @@ public:
 
     int64_t vocab_size() const override { return config_.vocab_size; }
     int64_t eos_token_id() const override { return config_.eos_token_id; }
+    ModelInfo info() const override;                                 // model_info.cpp
+    DecodeCost decode_cost() const override;                         // model_info.cpp
+    std::unique_ptr<ProbeRecorder> attach_probe_recorder() override; // model_info.cpp
     core::Result<KvGeometry> kv_geometry(int64_t block_size) const override;
     core::Status init_kv_cache(const KvCacheSpec& spec) override;
     core::Status configure_runtime(const RuntimeSpec& spec) override;

@@ -1,0 +1,295 @@
+// V4.1 attention of one chunk: window KV (FP8 fake-quant) + the group's shared compressed KV (FP4), the
+// KV source's compressor (ratio 2 pooled without ape / overlap, ratio 1 per token), and the indexer over
+// the source's keys with re-index and the candidate two-level top-k. transformers' deepseek_v41
+// (DeepseekV41Attention, DeepseekV41Compressor, DeepseekV41Indexer, select_candidate_blocks) is the spec.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/check.h"
+#include "kernels/ops.h"
+#include "kernels/ref/cache_quant.h"
+#include "model/deepseek_v41/model.h"
+
+namespace deepinfer::model::deepseek_v41 {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+kernels::RopeParams rope_params(const deepseek_v4::RopeTable& rope, float* x, int64_t n, int64_t n_vec,
+                                int64_t dim, const int64_t* pos) {
+    kernels::RopeParams p;
+    p.x = x;
+    p.n_tokens = n;
+    p.token_stride = n_vec * dim;
+    p.n_vec = n_vec;
+    p.ld = dim;
+    p.dim = dim;
+    p.rope_dim = rope.rope_dim();
+    p.inv_freq = rope.inv_freq().data();
+    p.positions = pos;
+    return p;
+}
+
+kernels::PagedEntries paged(std::vector<float>& pool, int64_t width, int64_t ratio, int64_t block_size,
+                            const int32_t* block_table) {
+    kernels::PagedEntries e;
+    e.base = pool.data();
+    e.width = width;
+    e.ratio = ratio;
+    e.block_size = block_size;
+    e.block_table = block_table;
+    return e;
+}
+
+} // namespace
+
+void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, float* out, Shared& sh) {
+    const ModelConfig& c = config_;
+    const AttentionWeights& w = weights_.layers[l].attn;
+    kernels::Backend& be = *backend_;
+    const int64_t n = ch.n, H = c.num_attention_heads, d = c.head_dim, m = c.compress_ratios[l];
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    const deepseek_v4::RopeTable& rope = m > 0 ? compress_rope_ : main_rope_;
+    const int64_t* pos = ch.pos.data();
+
+    std::vector<float> qr(n * c.q_lora_rank); // [n, q_lora]
+    be.linear(kernels::linear_args(x, n, w.wq_a, qr.data()));
+    be.rms_norm({qr.data(), w.q_norm.data(), n, c.q_lora_rank, eps, qr.data()});
+    std::vector<float> q(n * H * d); // [n, H, d] (no per-head q norm in V4.1)
+    be.linear(kernels::linear_args(qr.data(), n, w.wq_b, q.data()));
+    be.rope(rope_params(rope, q.data(), n, H, d, pos));
+
+    std::vector<float> kv(n * d); // [n, d]: K = V, rotated, FP8 fake-quantized as the window cache holds it
+    be.linear(kernels::linear_args(x, n, w.wkv, kv.data()));
+    be.rms_norm({kv.data(), w.kv_norm.data(), n, d, eps, kv.data()});
+    be.rope(rope_params(rope, kv.data(), n, 1, d, pos));
+    kernels::ref::fake_quant_fp8_block(kv.data(), n, d, 32);
+    kernels::KvStoreParams ks;
+    ks.kv = kv.data();
+    ks.n = n;
+    ks.d = d;
+    ks.start_pos = ch.start;
+    ks.raw = pools_.raw[l].data();
+    ks.block_size = spec_.block_size;
+    ks.block_table = ch.block_table;
+    be.kv_store(ks);
+
+    kernels::PagedEntries comp{};
+    const int32_t* picks = nullptr;
+    if (m > 0) {
+        const int64_t src = c.kv_source_of(l);
+        DI_CHECK(src >= 0);
+        // 1. The source's compressor: pre-RoPE latents of the groups completing in this chunk.
+        std::vector<float> latent; // [g, d]
+        int64_t g = 0, w0 = 0;     // groups, index of the first
+        if (w.has_compressor) {
+            std::vector<float> ckv(n * d);
+            be.linear(kernels::linear_args(x, n, w.compressor.wkv, ckv.data()));
+            if (m == 1) {
+                latent = std::move(ckv);
+                g = n;
+                w0 = ch.start;
+            } else {
+                std::vector<float> cg(n * d);
+                be.linear(kernels::linear_args(x, n, w.compressor.wgate, cg.data()));
+                float* buf = ch.slot->group[l].data(); // [m, 2, d]
+                int64_t filled = ch.start % m;
+                w0 = ch.start / m;
+                for (int64_t t = 0; t < n; ++t) {
+                    std::copy_n(ckv.data() + t * d, d, buf + filled * 2 * d);
+                    std::copy_n(cg.data() + t * d, d, buf + filled * 2 * d + d);
+                    if (++filled < m) continue;
+                    filled = 0;
+                    latent.resize((g + 1) * d);
+                    float* o = latent.data() + g * d;
+                    for (int64_t i = 0; i < d; ++i) { // softmax of the gate over the group's tokens
+                        float mx = kNegInf;
+                        for (int64_t s = 0; s < m; ++s) mx = std::max(mx, buf[s * 2 * d + d + i]);
+                        float den = 0, num = 0;
+                        for (int64_t s = 0; s < m; ++s) {
+                            const float e = std::exp(buf[s * 2 * d + d + i] - mx);
+                            den += e;
+                            num += buf[s * 2 * d + i] * e;
+                        }
+                        o[i] = num / den;
+                    }
+                    ++g;
+                }
+            }
+            if (g > 0) be.rms_norm({latent.data(), w.compressor.norm.data(), g, d, eps, latent.data()});
+        }
+        // 2. The indexer (it reads the pre-RoPE latents for the shared keys).
+        if (w.has_indexer) {
+            if (w.indexer.owns_k && g > 0) {
+                const int64_t dI = c.index_head_dim;
+                std::vector<float> k(g * dI);
+                be.linear(kernels::linear_args(latent.data(), g, w.indexer.wk, k.data()));
+                be.rms_norm({k.data(), w.indexer.k_norm.data(), g, dI, eps, k.data()});
+                std::vector<int64_t> gpos(g);
+                for (int64_t j = 0; j < g; ++j) gpos[j] = (w0 + j) * m;
+                be.rope(rope_params(compress_rope_, k.data(), g, 1, dI, gpos.data()));
+                kernels::ref::fake_quant_fp4_block(k.data(), g, dI, 32, /*e4m3_scales=*/false);
+                kernels::PagedEntries keys = paged(pools_.keys[l], dI, m, spec_.block_size, ch.block_table);
+                for (int64_t j = 0; j < g; ++j) std::copy_n(k.data() + j * dI, dI, keys.entry(w0 + j));
+            }
+            indexer(l, ch, x, qr.data(), sh);
+        }
+        // 3. The compressed cache: latents rotated at their group positions, FP4 (e4m3 scales, block 16).
+        if (g > 0) {
+            std::vector<int64_t> gpos(g);
+            for (int64_t j = 0; j < g; ++j) gpos[j] = (w0 + j) * m;
+            be.rope(rope_params(compress_rope_, latent.data(), g, 1, d, gpos.data()));
+            kernels::ref::fake_quant_fp4_block(latent.data(), g, d, 16, /*e4m3_scales=*/true);
+            kernels::PagedEntries e = paged(pools_.comp[l], d, m, spec_.block_size, ch.block_table);
+            for (int64_t j = 0; j < g; ++j) std::copy_n(latent.data() + j * d, d, e.entry(w0 + j));
+        }
+        // Without picks (no index source ran in this forward) every compressed entry is masked off.
+        if (sh.has_picks) {
+            comp = paged(pools_.comp[src], d, m, spec_.block_size, ch.block_table);
+            picks = sh.picks.data();
+        }
+    }
+
+    std::vector<float> o(n * H * d); // [n, H, d]
+    kernels::SparseAttentionParams ap;
+    ap.q = q.data();
+    ap.q_ld = H * d;
+    ap.n = n;
+    ap.start_pos = ch.start;
+    ap.n_heads = H;
+    ap.head_dim = d;
+    ap.window = c.sliding_window;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
+    ap.sink = w.sink.data();
+    ap.raw = pools_.raw[l].data();
+    ap.block_size = spec_.block_size;
+    ap.block_table = ch.block_table;
+    ap.compressed = comp;
+    ap.picks = picks;
+    ap.topk = c.index_topk;
+    ap.o = o.data();
+    ap.o_ld = H * d;
+    be.sparse_attention(ap);
+    kernels::RopeParams inv = rope_params(rope, o.data(), n, H, d, pos);
+    inv.inverse = true;
+    be.rope(inv);
+
+    // Grouped low-rank output: group g (heads [g H / G, (g + 1) H / G)) through rows [g R, (g + 1) R) of
+    // wo_a.
+    const int64_t G = c.o_groups, R = c.o_lora_rank, gw = H * d / G;
+    std::vector<float> z(n * G * R); // [n, G R]
+    for (int64_t gi = 0; gi < G; ++gi) {
+        kernels::MatmulArgs a;
+        a.x = o.data() + gi * gw;
+        a.n = n;
+        a.ldx = H * d;
+        a.w = &w.wo_a;
+        a.row_begin = gi * R;
+        a.row_end = (gi + 1) * R;
+        a.y = z.data() + gi * R;
+        a.ldy = G * R;
+        be.linear(a);
+    }
+    be.linear(kernels::linear_args(z.data(), n, w.wo_b, out));
+}
+
+// Scores every query against the source's keys visible to it, applies (or, at the candidate source,
+// publishes) the candidate blocks, and publishes the top-k picks for this and the following layers.
+void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const float* qr, Shared& sh) {
+    const ModelConfig& c = config_;
+    const IndexerWeights& w = weights_.layers[l].attn.indexer;
+    kernels::Backend& be = *backend_;
+    const int64_t n = ch.n, HI = c.index_n_heads, dI = c.index_head_dim, m = c.compress_ratios[l];
+    const int64_t src = c.kv_source_of(l);
+    const int64_t N = (ch.start + n) / m; // entries emitted so far (the reference's compressed_len)
+    sh.has_picks = true;
+    sh.picks.assign(n * c.index_topk, -1);
+    const bool is_candidate_source = l == c.candidate_source_layer_id;
+    if (N == 0) {
+        if (is_candidate_source) {
+            sh.has_candidates = true;
+            sh.candidates.assign(0, 0);
+        }
+        return;
+    }
+    std::vector<float> q(n * HI * dI); // [n, H_I, d_I]
+    be.linear(kernels::linear_args(qr, n, w.wq_b, q.data()));
+    be.rope(rope_params(compress_rope_, q.data(), n, HI, dI, ch.pos.data()));
+    kernels::ref::fake_quant_fp4_block(q.data(), n * HI, dI, 32, /*e4m3_scales=*/false);
+    std::vector<float> hw(n * HI); // [n, H_I]
+    be.linear(kernels::linear_args(x, n, w.weights_proj, hw.data()));
+    const float heads_scaling = 1.0f / std::sqrt(static_cast<float>(HI));
+    const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(dI));
+    for (float& v : hw) v *= heads_scaling;
+
+    kernels::PagedEntries keys = paged(pools_.keys[src], dI, m, spec_.block_size, ch.block_table);
+    const int64_t bs = c.candidate_block_size;
+    const int64_t nb = (N + bs - 1) / bs;
+    if (is_candidate_source) {
+        sh.has_candidates = true;
+        sh.candidates.assign(n * N, 0);
+    }
+    const bool masked = c.uses_candidates(l) && sh.has_candidates && !is_candidate_source;
+    std::vector<float> scores(N), bscore(nb);
+    std::vector<int32_t> sel;
+    for (int64_t t = 0; t < n; ++t) {
+        const int64_t vis = (ch.pos[t] + 1) / m;
+        for (int64_t e = 0; e < N; ++e) {
+            if (e >= vis) {
+                scores[e] = kNegInf;
+                continue;
+            }
+            const float* k = keys.entry(e);
+            float s = 0;
+            for (int64_t h = 0; h < HI; ++h) {
+                const float* qh = q.data() + (t * HI + h) * dI;
+                float dot = 0;
+                for (int64_t i = 0; i < dI; ++i) dot += qh[i] * k[i];
+                s += std::max(dot, 0.0f) * softmax_scale * hw[t * HI + h];
+            }
+            scores[e] = s;
+        }
+        if (is_candidate_source) {
+            // Level one: the best candidate_topk_blocks blocks (block score = max); the newest visible block
+            // is always kept; unreachable blocks (all -inf) never are.
+            for (int64_t b = 0; b < nb; ++b) {
+                float mx = kNegInf;
+                for (int64_t e = b * bs; e < std::min(N, (b + 1) * bs); ++e) mx = std::max(mx, scores[e]);
+                bscore[b] = mx;
+            }
+            if (vis > 0) bscore[(vis - 1) / bs] = std::numeric_limits<float>::infinity();
+            const int64_t kb = std::min(c.candidate_topk_blocks, nb);
+            sel.assign(kb, 0);
+            kernels::topk_torch(bscore.data(), nb, kb, sel.data());
+            std::vector<int32_t> kept;
+            for (int32_t b : sel)
+                if (bscore[b] > kNegInf) {
+                    kept.push_back(b);
+                    for (int64_t e = b * bs; e < std::min(N, (b + 1) * bs); ++e) sh.candidates[t * N + e] = 1;
+                }
+            if (probes_) {
+                std::sort(kept.begin(), kept.end());
+                for (size_t i = 0; i < kept.size() && static_cast<int64_t>(i) < c.candidate_topk_blocks; ++i)
+                    probes_->candidate_blocks[(ch.row0 + t) * c.candidate_topk_blocks + i] = kept[i];
+            }
+        } else if (masked) {
+            for (int64_t e = 0; e < N; ++e)
+                if (!sh.candidates[t * N + e]) scores[e] = kNegInf;
+        }
+        const int64_t k = std::min(c.index_topk, N);
+        sel.assign(k, 0);
+        kernels::topk_torch(scores.data(), N, k, sel.data());
+        std::vector<int32_t> valid;
+        for (int32_t e : sel)
+            if (scores[e] > kNegInf) valid.push_back(e);
+        std::sort(valid.begin(), valid.end());
+        std::copy(valid.begin(), valid.end(), sh.picks.begin() + t * c.index_topk);
+    }
+    if (probes_)
+        std::copy(sh.picks.begin(), sh.picks.end(), probes_->picks[l].begin() + ch.row0 * c.index_topk);
+}
+
+} // namespace deepinfer::model::deepseek_v41

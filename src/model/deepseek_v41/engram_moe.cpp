@@ -1,0 +1,89 @@
+// V4.1's Engram injection (spec §3.3) and MoE block for one chunk: host-side gather from the memory-mapped
+// tables + wkv + the signed-sqrt gate; the router (gate_temp, selection bias) and experts through V4's ops.
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "model/deepseek_v41/model.h"
+
+namespace deepinfer::model::deepseek_v41 {
+
+// Engram (spec §3.3): rows of the layer's table at the hash ids -> wkv -> one key per stream and a shared
+// value; gate = sigmoid(signed sqrt(<h, w * key> rstd(h) rstd(key) / sqrt(D))), h += gate * value.
+void DeepseekV41Model::engram(int64_t l, const Chunk& ch, const int64_t* hash_ids, float* h) {
+    const ModelConfig& c = config_;
+    const int64_t e = c.engram.layer_index(l), E = static_cast<int64_t>(c.engram.layer_ids.size());
+    const int64_t cols = c.engram.n_hash_cols(), hd = c.engram.head_dim, hc = c.hc_mult, D = c.hidden_size;
+    const int64_t n = ch.n;
+    const EngramTable& table = weights_.engram_tables[e];
+    const EngramWeights& w = weights_.layers[l].engram;
+    std::vector<int64_t> ids(n * cols);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(hash_ids + (t * E + e) * cols, cols, ids.data() + t * cols);
+    std::vector<float> emb(n * cols * hd); // [n, cols * hd]
+    table.gather(ids, emb.data());
+    std::vector<float> kv(n * (hc + 1) * D); // [n, (hc + 1) D]: hc keys then the value
+    backend_->linear(kernels::linear_args(emb.data(), n, w.wkv, kv.data()));
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    for (int64_t t = 0; t < n; ++t) {
+        const float* value = kv.data() + (t * (hc + 1) + hc) * D;
+        for (int64_t k = 0; k < hc; ++k) {
+            float* hs = h + (t * hc + k) * D;
+            const float* key = kv.data() + (t * (hc + 1) + k) * D;
+            const float* wt = w.qk_weight.data() + k * D;
+            float hh = 0, kk = 0, dot = 0;
+            for (int64_t i = 0; i < D; ++i) {
+                hh += hs[i] * hs[i];
+                kk += key[i] * key[i];
+                dot += hs[i] * wt[i] * key[i];
+            }
+            const float rstd = (1.0f / std::sqrt(hh / D + eps)) * (1.0f / std::sqrt(kk / D + eps));
+            const float s = dot * rstd * (1.0f / std::sqrt(static_cast<float>(D)));
+            const float mag = std::sqrt(std::max(std::fabs(s), 1e-6f));
+            const float gate = 1.0f / (1.0f + std::exp(-std::copysign(mag, s)));
+            for (int64_t i = 0; i < D; ++i) hs[i] += gate * value[i];
+        }
+    }
+}
+
+// Router (gate_temp, selection bias, weights s / (sum + 1e-20) * routed scale) + routed and shared experts.
+void DeepseekV41Model::moe(int64_t l, const Chunk& ch, const float* x, float* out) {
+    const ModelConfig& c = config_;
+    const MoeWeights& w = weights_.layers[l].ffn;
+    const int64_t n = ch.n, E = c.n_routed_experts, K = c.num_experts_per_tok;
+    std::vector<float> scores(n * E);
+    backend_->linear(kernels::linear_args(x, n, w.gate, scores.data()));
+    if (c.gate_temp != 1.0)
+        for (float& s : scores) s /= static_cast<float>(c.gate_temp);
+    std::vector<int32_t> idx(n * K);
+    std::vector<float> wts(n * K);
+    kernels::MoeRoutingParams r;
+    r.scores = scores.data();
+    r.bias = w.bias.data();
+    r.T = n;
+    r.E = E;
+    r.K = K;
+    r.routed_scale = static_cast<float>(c.routed_scaling_factor);
+    r.idx = idx.data();
+    r.weights = wts.data();
+    backend_->moe_routing(r);
+    if (probes_) std::copy(idx.begin(), idx.end(), probes_->router[l].begin() + ch.row0 * K);
+    std::vector<kernels::ExpertRef> experts(E);
+    for (int64_t e = 0; e < E; ++e) experts[e] = {&w.experts[e].w1, &w.experts[e].w2, &w.experts[e].w3};
+    const kernels::ExpertRef shared{&w.shared.w1, &w.shared.w2, &w.shared.w3};
+    kernels::MoeExpertsParams p;
+    p.x = x;
+    p.T = n;
+    p.D = c.hidden_size;
+    p.E = E;
+    p.K = K;
+    p.idx = idx.data();
+    p.weights = wts.data();
+    p.experts = experts.data();
+    p.shared = &shared;
+    p.swiglu_limit = static_cast<float>(c.swiglu_limit);
+    p.out = out;
+    backend_->moe_experts(p);
+}
+
+} // namespace deepinfer::model::deepseek_v41

@@ -1,0 +1,114 @@
+#pragma once
+// DeepSeek V4.1 as a model::CausalLm (reference numerics first): embedding -> hc_mult streams -> per layer
+// [Engram] + delayed-pre mHC + attention (window KV fake-quantized FP8; ratio-2 / ratio-1 compressed KV from
+// the KV sources, FP4; indexer with re-index and the candidate two-level top-k) + delayed-pre mHC + MoE ->
+// final collapse with the last `pre` -> norm -> head. Spec: shared/spec/deepseek-v4-architecture.md §3.
+//
+// Ops run on a kernels::Backend (linear, rms_norm, rope, hc_pre, hc_post, kv_store, sparse_attention,
+// moe_routing, moe_experts are V4's); the V4.1-only steps (pooling without ape, the indexer over shared
+// keys with candidate blocks, cache fake-quant, Engram gather + gate, delayed pre) are plain host loops here
+// and in kernels/ref. Each ForwardBatch chunk runs through all layers in turn.
+//
+// KV: paged; every layer stores its window rows [blocks, block_size, d]; only KV sources own compressed
+// entries [blocks, block_size / m, d] and indexer keys [blocks, block_size / m, d_I]; a slot carries the
+// open ratio-2 group and the Engram n-gram history. Prefix-cache hits (restore_slot_from_block) are not
+// supported yet: the n-gram history and the open group are not snapshotted into blocks.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/causal_lm.h"
+#include "model/deepseek_v4/rope.h"
+#include "model/deepseek_v41/config.h"
+#include "model/deepseek_v41/engram_hash.h"
+#include "model/deepseek_v41/model_weights.h"
+#include "weights/checkpoint.h"
+
+namespace deepinfer::model::deepseek_v41 {
+
+// What one forward computed, per layer, for comparison with the reference (rows follow token_ids).
+struct V41Probes {
+    std::vector<std::vector<float>> hidden;   // [L][T, hc, D] streams after layer l
+    std::vector<std::vector<int32_t>> router; // [L][T, K] expert indices, ascending
+    std::vector<std::vector<int32_t>> picks;  // [L][T, index_topk] index sources' picks, -1 padded
+    std::vector<int32_t> candidate_blocks;    // [T, candidate_topk_blocks] ascending, -1 padded
+    std::vector<int64_t> hash_ids;            // [T, engram layers, cols]
+};
+
+class DeepseekV41Model : public CausalLm {
+public:
+    // Opens DIR (config.json, safetensors, engram_hash.safetensors) and binds every weight.
+    static core::Result<std::unique_ptr<DeepseekV41Model>> load(const std::string& dir);
+
+    int64_t vocab_size() const override { return config_.vocab_size; }
+    int64_t eos_token_id() const override { return config_.eos_token_id; }
+    ModelInfo info() const override;
+    DecodeCost decode_cost() const override;
+    core::Result<KvGeometry> kv_geometry(int64_t block_size) const override;
+    core::Status init_kv_cache(const KvCacheSpec& spec) override;
+    void set_thread_pool(core::ThreadPool* pool) override;
+    kernels::Profiler* profiler() override { return &backend_->profiler(); }
+    core::Status forward(const ForwardBatch& batch, float* logits) override;
+    void copy_block(int32_t src, int32_t dst) override;
+    void copy_slot(int32_t src, int32_t dst) override;
+
+    // generate --dump-probes (probes.cpp): the golden key names of tools/oracle/goldens_v41.py.
+    std::unique_ptr<ProbeRecorder> attach_probe_recorder() override;
+    void set_probes(V41Probes* p) { probes_ = p; }
+    const ModelConfig& config() const { return config_; }
+
+    // The per-layer KV sizes (floats), for kv_geometry and the docs.
+    struct Pools {
+        std::vector<std::vector<float>> raw;  // [L] [blocks, block_size, d]
+        std::vector<std::vector<float>> comp; // [L] (KV sources) [blocks, block_size / m, d]
+        std::vector<std::vector<float>> keys; // [L] (KV sources) [blocks, block_size / m, d_I]
+        // [blocks, N]: the Engram n-gram history at the block's end (count, then up to N - 1 compressed
+        // ids), so a prefix-cache hit restores it. The compressors need nothing: a block ends on a group
+        // boundary of every ratio.
+        std::vector<int64_t> ngram;
+    };
+    struct Slot {
+        NgramHistory history;
+        std::vector<std::vector<float>> group; // [L] (ratio-2 sources) [m, 2, d] open group: kv, gate
+    };
+    // Per chunk, what one layer publishes to the next ones (the reference's per-forward `shared`).
+    struct Shared {
+        std::vector<int32_t> picks; // [n, index_topk] -1 padded
+        bool has_picks = false;
+        std::vector<uint8_t> candidates; // [n, entries]
+        bool has_candidates = false;
+    };
+    struct Chunk {
+        int64_t n = 0, start = 0; // tokens, first position
+        std::vector<int64_t> pos; // [n]
+        const int32_t* block_table = nullptr;
+        Slot* slot = nullptr;
+        int64_t row0 = 0; // first row in the batch
+    };
+
+private:
+    DeepseekV41Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config, ModelWeights w,
+                     EngramHasher hasher, deepseek_v4::RopeTable main_rope,
+                     deepseek_v4::RopeTable compress_rope);
+    core::Status validate(const ForwardBatch& batch) const;
+    void run_chunk(const ForwardBatch& batch, const Chunk& ch, std::vector<float>& final_hidden);
+    void engram(int64_t l, const Chunk& ch, const int64_t* hash_ids, float* h);
+    void attention(int64_t l, const Chunk& ch, const float* x, float* out, Shared& sh);
+    void indexer(int64_t l, const Chunk& ch, const float* x, const float* qr, Shared& sh);
+    void moe(int64_t l, const Chunk& ch, const float* x, float* out);
+
+    std::unique_ptr<weights::Checkpoint> ckpt_;
+    ModelConfig config_;
+    ModelWeights weights_;
+    EngramHasher hasher_;
+    deepseek_v4::RopeTable main_rope_, compress_rope_;
+    std::unique_ptr<kernels::Backend> backend_;
+    KvCacheSpec spec_;
+    Pools pools_;
+    std::vector<Slot> slots_;
+    V41Probes* probes_ = nullptr;
+};
+
+} // namespace deepinfer::model::deepseek_v41

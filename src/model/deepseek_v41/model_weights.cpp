@@ -1,0 +1,149 @@
+#include "model/deepseek_v41/model_weights.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace deepinfer::model::deepseek_v41 {
+namespace {
+
+using core::Result;
+using core::Status;
+
+// A small F32/BF16 tensor of `numel` elements copied to F32.
+Result<std::vector<float>> load_vector(const weights::Checkpoint& ckpt, const std::string& name,
+                                       int64_t numel) {
+    const weights::TensorInfo* t = ckpt.find(name);
+    if (!t) return core::not_found(ckpt.dir() + ": tensor '" + name + "' is missing");
+    if (t->shape.numel() != numel)
+        return core::invalid_argument(ckpt.dir() + "/" + t->file + ": tensor '" + name + "' has shape " +
+                                      t->shape.to_string() + ", expected " + std::to_string(numel) +
+                                      " elements");
+    std::vector<float> out(numel);
+    switch (t->dtype) {
+    case core::DType::kF32:
+        std::memcpy(out.data(), t->data, numel * sizeof(float));
+        return out;
+    case core::DType::kBF16:
+        for (int64_t i = 0; i < numel; ++i)
+            out[i] = core::bf16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
+        return out;
+    case core::DType::kF16:
+        for (int64_t i = 0; i < numel; ++i)
+            out[i] = core::f16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
+        return out;
+    default:
+        return core::invalid_argument(ckpt.dir() + "/" + t->file + ": tensor '" + name + "' has dtype " +
+                                      std::string(core::dtype_name(t->dtype)) + ", expected F32/BF16/F16");
+    }
+}
+
+Result<core::Weight> load_f32_matrix(const weights::Checkpoint& ckpt, const std::string& name, int64_t rows,
+                                     int64_t cols) {
+    DI_ASSIGN_OR_RETURN(core::TensorView v, ckpt.tensor(name, core::DType::kF32, core::Shape{rows, cols}));
+    core::Weight w;
+    w.format = core::WeightFormat::kF32;
+    w.data = v.data;
+    w.rows = rows;
+    w.cols = cols;
+    return w;
+}
+
+Status bind_hc(const weights::Checkpoint& ckpt, const std::string& p, const ModelConfig& c, HcWeights* out) {
+    const int64_t mix = (2 + c.hc_mult) * c.hc_mult;
+    DI_ASSIGN_OR_RETURN(out->fn, load_f32_matrix(ckpt, p + "_fn", mix, c.hc_mult * c.hidden_size));
+    DI_ASSIGN_OR_RETURN(out->base, load_vector(ckpt, p + "_base", mix));
+    DI_ASSIGN_OR_RETURN(out->scale, load_vector(ckpt, p + "_scale", 3));
+    return {};
+}
+
+Status bind_expert(const weights::Checkpoint& ckpt, const std::string& p, const ModelConfig& c,
+                   ExpertWeights* out) {
+    const int64_t D = c.hidden_size, I = c.moe_intermediate_size;
+    DI_ASSIGN_OR_RETURN(out->w1, ckpt.weight(p + ".w1", I, D, c.quant));
+    DI_ASSIGN_OR_RETURN(out->w2, ckpt.weight(p + ".w2", D, I, c.quant));
+    DI_ASSIGN_OR_RETURN(out->w3, ckpt.weight(p + ".w3", I, D, c.quant));
+    return {};
+}
+
+Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t l, LayerWeights* out) {
+    const std::string p = "layers." + std::to_string(l);
+    const int64_t D = c.hidden_size, H = c.num_attention_heads, d = c.head_dim;
+    const auto& q = c.quant;
+    DI_RETURN_IF_ERROR(bind_hc(ckpt, p + ".hc_attn", c, &out->hc_attn));
+    DI_RETURN_IF_ERROR(bind_hc(ckpt, p + ".hc_ffn", c, &out->hc_ffn));
+    DI_ASSIGN_OR_RETURN(out->attn_norm, load_vector(ckpt, p + ".attn_norm.weight", D));
+    DI_ASSIGN_OR_RETURN(out->ffn_norm, load_vector(ckpt, p + ".ffn_norm.weight", D));
+
+    AttentionWeights& a = out->attn;
+    const std::string ap = p + ".attn";
+    DI_ASSIGN_OR_RETURN(a.wq_a, ckpt.weight(ap + ".wq_a", c.q_lora_rank, D, q));
+    DI_ASSIGN_OR_RETURN(a.q_norm, load_vector(ckpt, ap + ".q_norm.weight", c.q_lora_rank));
+    DI_ASSIGN_OR_RETURN(a.wq_b, ckpt.weight(ap + ".wq_b", H * d, c.q_lora_rank, q));
+    DI_ASSIGN_OR_RETURN(a.wkv, ckpt.weight(ap + ".wkv", d, D, q));
+    DI_ASSIGN_OR_RETURN(a.kv_norm, load_vector(ckpt, ap + ".kv_norm.weight", d));
+    DI_ASSIGN_OR_RETURN(a.wo_a, ckpt.weight(ap + ".wo_a", c.o_groups * c.o_lora_rank, H * d / c.o_groups, q));
+    DI_ASSIGN_OR_RETURN(a.wo_b, ckpt.weight(ap + ".wo_b", D, c.o_groups * c.o_lora_rank, q));
+    DI_ASSIGN_OR_RETURN(a.sink, load_vector(ckpt, ap + ".attn_sink", H));
+    if (c.is_kv_source(l)) {
+        a.has_compressor = true;
+        const std::string cp = ap + ".compressor";
+        DI_ASSIGN_OR_RETURN(a.compressor.wkv, ckpt.weight(cp + ".wkv", d, D, q));
+        if (c.compress_ratios[l] > 1) {
+            DI_ASSIGN_OR_RETURN(a.compressor.wgate, ckpt.weight(cp + ".wgate", d, D, q));
+        }
+        DI_ASSIGN_OR_RETURN(a.compressor.norm, load_vector(ckpt, cp + ".norm.weight", d));
+    }
+    if (c.is_index_source(l)) {
+        a.has_indexer = true;
+        const std::string ip = ap + ".indexer";
+        IndexerWeights& x = a.indexer;
+        DI_ASSIGN_OR_RETURN(x.wq_b,
+                            ckpt.weight(ip + ".wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank, q));
+        DI_ASSIGN_OR_RETURN(x.weights_proj, ckpt.weight(ip + ".weights_proj", c.index_n_heads, D, q));
+        x.owns_k = c.is_kv_source(l);
+        if (x.owns_k) {
+            DI_ASSIGN_OR_RETURN(x.wk, ckpt.weight(ip + ".wk", c.index_head_dim, d, q));
+            DI_ASSIGN_OR_RETURN(x.k_norm, load_vector(ckpt, ip + ".k_norm.weight", c.index_head_dim));
+        }
+    }
+
+    MoeWeights& m = out->ffn;
+    DI_ASSIGN_OR_RETURN(m.gate, ckpt.weight(p + ".ffn.gate", c.n_routed_experts, D, q));
+    DI_ASSIGN_OR_RETURN(m.bias, load_vector(ckpt, p + ".ffn.gate.bias", c.n_routed_experts));
+    m.experts.resize(c.n_routed_experts);
+    for (int64_t e = 0; e < c.n_routed_experts; ++e)
+        DI_RETURN_IF_ERROR(bind_expert(ckpt, p + ".ffn.experts." + std::to_string(e), c, &m.experts[e]));
+    DI_RETURN_IF_ERROR(bind_expert(ckpt, p + ".ffn.shared_experts", c, &m.shared));
+
+    const int64_t ei = c.engram.layer_index(l);
+    if (ei >= 0) {
+        out->has_engram = true;
+        const std::string ep = p + ".engram";
+        const int64_t hc = c.hc_mult;
+        DI_ASSIGN_OR_RETURN(out->engram.wkv, ckpt.weight(ep + ".wkv", (hc + 1) * D,
+                                                         c.engram.n_hash_cols() * c.engram.head_dim, q));
+        DI_ASSIGN_OR_RETURN(std::vector<float> qw, load_vector(ckpt, ep + ".q_weight", hc * D));
+        DI_ASSIGN_OR_RETURN(std::vector<float> kw, load_vector(ckpt, ep + ".k_weight", hc * D));
+        out->engram.qk_weight.resize(hc * D);
+        for (int64_t i = 0; i < hc * D; ++i) out->engram.qk_weight[i] = qw[i] * kw[i];
+    }
+    return {};
+}
+
+} // namespace
+
+Result<ModelWeights> ModelWeights::bind(const weights::Checkpoint& ckpt, const ModelConfig& c) {
+    ModelWeights w;
+    DI_ASSIGN_OR_RETURN(w.embed, ckpt.weight("embed", c.vocab_size, c.hidden_size, c.quant));
+    DI_ASSIGN_OR_RETURN(w.norm, load_vector(ckpt, "norm.weight", c.hidden_size));
+    DI_ASSIGN_OR_RETURN(w.head, ckpt.weight("head", c.vocab_size, c.hidden_size, c.quant));
+    w.layers.resize(c.num_hidden_layers);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        DI_RETURN_IF_ERROR(bind_layer(ckpt, c, l, &w.layers[l]));
+    DI_ASSIGN_OR_RETURN(w.engram_tables, EngramTable::bind_all(ckpt, c));
+    return w;
+}
+
+} // namespace deepinfer::model::deepseek_v41
