@@ -291,9 +291,13 @@ class Api(unittest.TestCase):
 
     def test_prompt_over_context_limit(self):
         long = "word " * (self.server.context + 10)
-        err = self.expect_error(413, "messages", {"model": self.model, "messages": [{"role": "user", "content": long}]})
+        # 400 (not 413), naming the field and giving the numbers, as OpenAI and vLLM answer.
+        err = self.expect_error(400, "messages", {"model": self.model, "messages": [{"role": "user", "content": long}]})
         self.assertEqual(err["code"], "context_length_exceeded")
-        self.expect_error(413, "prompt", {"model": self.model, "prompt": long}, path="/v1/completions")
+        self.assertIn(str(self.server.context), err["message"])
+        self.assertIn("'messages'", err["message"])
+        err = self.expect_error(400, "prompt", {"model": self.model, "prompt": long}, path="/v1/completions")
+        self.assertIn("'prompt'", err["message"])
         self.expect_error(400, "max_tokens", {"model": self.model, "prompt": "x", "max_tokens": self.server.context},
                           path="/v1/completions")
 
