@@ -45,8 +45,9 @@ class Server:
         cmd = [BIN, "serve"] + ([self.model_dir] if self.model_dir and self.positional_model else [])
         cmd += ["--host", "127.0.0.1", "--port", "0", "--port-file", port_file, "--enable-test-hooks",
                 "--log-level", "warn"]
-        if self.model_dir and not self.positional_model:
-            cmd += ["--model", self.model_dir]
+        if self.model_dir:
+            if not self.positional_model:
+                cmd += ["--model", self.model_dir]
         else:
             cmd += ["--backend", "fake", "--fake-step-us", str(self.fake_step_us),
                     "--fake-context", str(self.fake_context)]

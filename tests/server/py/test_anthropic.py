@@ -37,11 +37,12 @@ class Messages(unittest.TestCase):
 
     def create(self, **kw):
         kw.setdefault("messages", HI)
-        kw.setdefault("max_tokens", 64)
+        kw.setdefault("max_tokens", 400)  # forced outputs cost a token per byte on the tiny models
         return self.client.messages.create(model=self.model, **kw)
 
     def test_generated_text_and_usage(self):
-        m = self.create(max_tokens=6, thinking={"type": "disabled"}, temperature=0)
+        # (this SDK version has no temperature / top_k arguments: sent as extra fields)
+        m = self.create(max_tokens=6, thinking={"type": "disabled"}, extra_body={"temperature": 0, "top_k": 1})
         self.assertEqual((m.type, m.role, m.model), ("message", "assistant", self.model))
         self.assertTrue(m.id.startswith("msg_"))
         self.assertIn(m.stop_reason, ("end_turn", "max_tokens"))
@@ -84,7 +85,7 @@ class Messages(unittest.TestCase):
         # tool_choice any / tool: a call is forced and its input follows the schema (the engine backend
         # enforces it; the fake backend replays the forced output).
         for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
-            m = self.create(tools=TOOLS, tool_choice=choice, max_tokens=200, extra_body=forced(DSML_CALL))
+            m = self.create(tools=TOOLS, tool_choice=choice, extra_body=forced(DSML_CALL))
             calls = [b for b in m.content if b.type == "tool_use"]
             self.assertGreaterEqual(len(calls), 1, m)
             self.assertEqual(calls[0].name, "get_weather")
@@ -92,7 +93,7 @@ class Messages(unittest.TestCase):
             self.assertEqual(m.stop_reason, "tool_use")
 
     def test_streaming_events(self):
-        with self.client.messages.stream(model=self.model, max_tokens=64, messages=HI, tools=TOOLS,
+        with self.client.messages.stream(model=self.model, max_tokens=400, messages=HI, tools=TOOLS,
                                          extra_body=forced("Hmm.</think>Sure." + DSML_CALL)) as stream:
             events = [e.type for e in stream]
             final = stream.get_final_message()
