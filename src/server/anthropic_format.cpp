@@ -210,6 +210,15 @@ std::variant<ojson, ApiError> anthropic_to_chat_request(std::string_view body,
                                  "'thinking.budget_tokens' must be a positive integer");
         r["chat_template_kwargs"] = ojson{{"thinking", type != "disabled"}};
     }
+    // Anthropic's effort control: output_config.effort (low / medium / high / max) -> reasoning_effort.
+    if (has(a, "output_config") && a.at("output_config").is_object() &&
+        has(a.at("output_config"), "effort")) {
+        if (!a.at("output_config").at("effort").is_string())
+            return invalid_param("output_config.effort", "'output_config.effort' must be a string");
+        ojson& k = r["chat_template_kwargs"];
+        if (!k.is_object()) k = ojson::object();
+        k["reasoning_effort"] = a.at("output_config").at("effort");
+    }
     if (has(a, "deepinfer_test")) r["deepinfer_test"] = a.at("deepinfer_test"); // test hook, gated as in chat
     return r;
 }

@@ -112,15 +112,45 @@ private:
     std::string stop_sequence_;
 };
 
-} // namespace
-
-void handle_anthropic_messages(HttpServer::State& s, const std::string& body, httplib::Response& res) {
-    auto translated = anthropic_to_chat_request(body, json_shape_problem(body, s.limits));
-    if (auto* e = std::get_if<ApiError>(&translated)) return s.send_error(kEndpoint, *e, res);
+// The Messages body as a validated chat request for the served model.
+Parsed<ChatRequest> parse_messages_request(HttpServer::State& s, const std::string& body, bool count_only) {
+    std::string problem = json_shape_problem(body, s.limits);
+    if (count_only && problem.empty()) { // count_tokens takes no max_tokens
+        ojson j = ojson::parse(body, nullptr, false);
+        if (j.is_object() && !j.contains("max_tokens")) {
+            j["max_tokens"] = 1;
+            auto translated =
+                anthropic_to_chat_request(j.dump(-1, ' ', false, ojson::error_handler_t::replace), "");
+            if (auto* e = std::get_if<ApiError>(&translated)) return *e;
+            ojson& chat = std::get<ojson>(translated);
+            if (!chat.contains("model")) chat["model"] = s.model_name;
+            return parse_chat_request(chat.dump(-1, ' ', false, ojson::error_handler_t::replace), s.limits);
+        }
+    }
+    auto translated = anthropic_to_chat_request(body, problem);
+    if (auto* e = std::get_if<ApiError>(&translated)) return *e;
     ojson& chat = std::get<ojson>(translated);
     // Anthropic clients always send a model; a missing one means the served model.
     if (!chat.contains("model")) chat["model"] = s.model_name;
-    auto parsed = parse_chat_request(chat.dump(-1, ' ', false, ojson::error_handler_t::replace), s.limits);
+    return parse_chat_request(chat.dump(-1, ' ', false, ojson::error_handler_t::replace), s.limits);
+}
+
+} // namespace
+
+// POST /v1/messages/count_tokens: {"input_tokens": N}, the prompt the same request would render.
+void handle_anthropic_count_tokens(HttpServer::State& s, const std::string& body, httplib::Response& res) {
+    auto parsed = parse_messages_request(s, body, true);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
+    ChatRequest& r = std::get<ChatRequest>(parsed);
+    if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);
+    auto prompt = s.backend.render_chat(r.prompt);
+    if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
+    s.metrics.count_request(kEndpoint, 200);
+    res.set_content(ojson{{"input_tokens", prompt->size()}}.dump(), "application/json");
+}
+
+void handle_anthropic_messages(HttpServer::State& s, const std::string& body, httplib::Response& res) {
+    auto parsed = parse_messages_request(s, body, false);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     ChatRequest& r = std::get<ChatRequest>(parsed);
     if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);

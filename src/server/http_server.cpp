@@ -81,7 +81,8 @@ void HttpServer::State::send_error(const std::string& endpoint, const ApiError& 
     metrics.count_request(endpoint_label(endpoint), e.http_status);
     res.status = e.http_status;
     // The Anthropic Messages API answers with its own error shape (anthropic_format.h).
-    res.set_content(endpoint == "/v1/messages" ? anthropic_error_json(e) : e.to_json(), "application/json");
+    res.set_content(endpoint.rfind("/v1/messages", 0) == 0 ? anthropic_error_json(e) : e.to_json(),
+                    "application/json");
 }
 
 bool HttpServer::State::admit(const std::string& endpoint, httplib::Response& res) {
@@ -216,7 +217,7 @@ void install_routes(HttpServer::State& s) {
         else
             e.message = "HTTP error " + std::to_string(res.status);
         s.metrics.count_request(endpoint_label(req.path), e.http_status);
-        res.set_content(req.path == "/v1/messages" ? anthropic_error_json(e) : e.to_json(),
+        res.set_content(req.path.rfind("/v1/messages", 0) == 0 ? anthropic_error_json(e) : e.to_json(),
                         "application/json");
     });
     http.set_exception_handler([&s](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
@@ -243,6 +244,7 @@ void install_routes(HttpServer::State& s) {
     http.Post("/v1/chat/completions", post(handle_chat));
     http.Post("/v1/completions", post(handle_completion));
     http.Post("/v1/messages", post(handle_anthropic_messages));
+    http.Post("/v1/messages/count_tokens", post(handle_anthropic_count_tokens));
     install_utility_routes(s, post);
     http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
         detail::json body = {{"object", "list"}, {"data", detail::json::array({model_card_json(s)})}};

@@ -48,6 +48,7 @@ void handle_chat(HttpServer::State& s, const std::string& body, httplib::Respons
 void handle_completion(HttpServer::State& s, const std::string& body, httplib::Response& res);
 // POST /v1/messages: the Anthropic Messages API (anthropic_handler.cpp).
 void handle_anthropic_messages(HttpServer::State& s, const std::string& body, httplib::Response& res);
+void handle_anthropic_count_tokens(HttpServer::State& s, const std::string& body, httplib::Response& res);
 // {"type": "error", "error": {"type", "message"}} for an error on /v1/messages (anthropic_format.cpp).
 std::string anthropic_error_json(const ApiError& e);
 

@@ -122,8 +122,8 @@ json model_card_json(const HttpServer::State& s) {
 }
 
 std::string allowed_methods(const std::string& path) {
-    for (const char* p :
-         {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/tokenize", "/detokenize"})
+    for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+                          "/v1/messages/count_tokens", "/tokenize", "/detokenize"})
         if (path == p) return "POST";
     for (const char* p : {"/v1/models", "/health", "/metrics", "/version"})
         if (path == p) return "GET, HEAD";

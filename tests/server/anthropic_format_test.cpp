@@ -77,6 +77,8 @@ TEST(AnthropicFormat, ToolChoiceAndThinkingMappings) {
     EXPECT_EQ(translate("{" + base + R"(, "thinking": {"type": "disabled"}})").at("chat_template_kwargs"),
               (ojson{{"thinking", false}}));
     EXPECT_FALSE(translate("{" + base + "}").contains("chat_template_kwargs")); // the server default applies
+    EXPECT_EQ(translate("{" + base + R"(, "output_config": {"effort": "max"}})").at("chat_template_kwargs"),
+              (ojson{{"reasoning_effort", "max"}}));
 }
 
 TEST(AnthropicFormat, RefusalsNameTheMessagesField) {

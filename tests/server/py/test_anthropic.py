@@ -124,6 +124,21 @@ class Messages(unittest.TestCase):
         starts = [d["index"] for d in data if d["type"] == "content_block_start"]
         self.assertEqual(starts, list(range(len(starts))))
 
+    def test_count_tokens_matches_the_messages_usage(self):
+        kw = dict(messages=HI, thinking={"type": "disabled"})
+        n = self.client.messages.count_tokens(model=self.model, **kw).input_tokens
+        m = self.create(max_tokens=1, **kw)
+        self.assertEqual(n, m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0))
+        with_tools = self.client.messages.count_tokens(model=self.model, tools=TOOLS, **kw).input_tokens
+        self.assertGreater(with_tools, n)
+
+    def test_output_config_effort_sets_reasoning_effort(self):
+        # The rendered prompt differs between effort max and the default (high) only where the effort table
+        # renders them differently; what must hold is that both are accepted and thinking is on.
+        for effort in ("high", "max"):
+            m = self.create(output_config={"effort": effort}, extra_body=forced("Deep.</think>Done."))
+            self.assertEqual([b.type for b in m.content], ["thinking", "text"])
+
     def test_errors_have_the_anthropic_shape(self):
         with self.assertRaises(anthropic.NotFoundError):
             self.client.messages.create(model="claude-nope", max_tokens=5, messages=HI)
