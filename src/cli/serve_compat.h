@@ -26,7 +26,9 @@ struct ServeCompat {
     std::vector<std::string> notes; // one line per flag accepted as a no-op or mapped (for the log)
 };
 
-// `native_flags`: deepinfer's own flags (a compat flag of the same name is left to them).
+// `native_flags`: deepinfer's own flags; a compat flag of the same name is left to them (so once `serve`
+// registers --tp / --tensor-parallel-size itself for multi-process runs, parallel/parallel_layout.h, these
+// rules step aside).
 core::Result<ServeCompat> translate_serve_compat_flags(const std::vector<std::string>& argv,
                                                        const std::set<std::string>& native_flags);
 
