@@ -20,16 +20,14 @@ public:
         : Responder(s, kEndpoint, std::move(gen), std::move(meta), stream, false, prompt_tokens) {}
 
 protected:
-    ojson usage_json(bool with_input) const {
+    // input_tokens excludes the prompt tokens read from the prefix cache (Anthropic's split); the final
+    // message_delta repeats them so a stream's accumulated usage equals a non-streamed response's.
+    ojson usage_json() const {
         const Usage u = usage();
-        ojson j = ojson::object();
-        if (with_input) {
-            j["input_tokens"] = u.prompt_tokens - u.cached_tokens;
-            j["cache_read_input_tokens"] = u.cached_tokens;
-            j["cache_creation_input_tokens"] = 0;
-        }
-        j["output_tokens"] = u.completion_tokens;
-        return j;
+        return ojson{{"input_tokens", u.prompt_tokens - u.cached_tokens},
+                     {"cache_read_input_tokens", u.cached_tokens},
+                     {"cache_creation_input_tokens", 0},
+                     {"output_tokens", u.completion_tokens}};
     }
 
     ojson message_json(ojson content) const {
@@ -84,7 +82,7 @@ protected:
             const std::string reason = anthropic_stop_reason(finish_, stop_sequence_);
             m["stop_reason"] = reason;
             if (reason == "stop_sequence") m["stop_sequence"] = stop_sequence_;
-            m["usage"] = usage_json(true);
+            m["usage"] = usage_json();
             return m.dump(-1, ' ', false, ojson::error_handler_t::replace);
         }
         std::string buf;
@@ -99,7 +97,7 @@ protected:
                   {"delta",
                    {{"stop_reason", reason},
                     {"stop_sequence", reason == "stop_sequence" ? ojson(stop_sequence_) : ojson(nullptr)}}},
-                  {"usage", usage_json(false)}});
+                  {"usage", usage_json()}});
         buf += AnthropicStreamWriter::event(ojson{{"type", "message_stop"}});
         return buf;
     }

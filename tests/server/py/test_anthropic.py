@@ -106,6 +106,9 @@ class Messages(unittest.TestCase):
         self.assertEqual(final.content[1].text, "Sure.")
         self.assertEqual(final.content[2].input, {"city": "Paris", "days": 3})
         self.assertEqual(final.stop_reason, "tool_use")
+        n = self.client.messages.count_tokens(model=self.model, messages=HI, tools=TOOLS).input_tokens
+        self.assertEqual(final.usage.input_tokens + (final.usage.cache_read_input_tokens or 0), n)
+        self.assertGreater(final.usage.output_tokens, 0)
 
     def test_streaming_raw_event_order(self):
         r = requests.post(self.server.url("/v1/messages"), timeout=60, stream=True, headers={"x-api-key": "sk-test"},
