@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "server/request_parser.h"
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+#include "server/engine_backend_text.h"
+#include "tokenizer/chat_tokens.h"
+#endif
 
 namespace deepinfer::server {
 namespace {
@@ -125,6 +129,50 @@ TEST(ChatDefaults, ChatParserRendersSilentRequestsThinkingHigh) {
     r = parse_chat("{" + msgs + R"(, "response_format": {"type": "json_object"}})");
     EXPECT_FALSE(r.prompt.thinking);
 }
+
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+// What the engine backend renders (the DeepSeek V4 encoder, 0731 effort table) for a parsed request.
+std::string rendered(const std::string& extra, const ParserLimits& limits = {}) {
+    ChatRequest r =
+        parse_chat(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}])" + extra + "}", limits);
+    auto text = detail::render_chat_text(r.prompt, tokenizer::EffortTable::k0731);
+    EXPECT_TRUE(text.ok());
+    return text.ok() ? *text : std::string();
+}
+
+bool ends_with(const std::string& s, std::string_view tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+TEST(ChatDefaults, EngineRendersSilentRequestsInThinkingModeWithEffortHigh) {
+    using tokenizer::ThinkingMode;
+    const std::string high(
+        tokenizer::reasoning_effort_prompt(ThinkingMode::kThinkingHigh, tokenizer::EffortTable::k0731));
+    const std::string max(
+        tokenizer::reasoning_effort_prompt(ThinkingMode::kThinkingMax, tokenizer::EffortTable::k0731));
+    ASSERT_FALSE(high.empty());
+    ASSERT_NE(high, max);
+    const std::string think = std::string(tokenizer::kAssistantToken) + std::string(tokenizer::kThinkStart);
+    const std::string chat = std::string(tokenizer::kAssistantToken) + std::string(tokenizer::kThinkEnd);
+
+    std::string p = rendered("");
+    EXPECT_TRUE(ends_with(p, think)) << p;
+    EXPECT_NE(p.find(high), std::string::npos) << p;
+    EXPECT_EQ(p.find(max), std::string::npos) << p;
+    p = rendered(R"(, "reasoning_effort": "xhigh")");
+    EXPECT_NE(p.find(max), std::string::npos) << p;
+    p = rendered(R"(, "thinking": false)");
+    EXPECT_TRUE(ends_with(p, chat)) << p;
+    EXPECT_EQ(p.find("Reasoning Effort"), std::string::npos) << p;
+
+    ParserLimits off; // serve --default-chat-template-kwargs '{"thinking": false}'
+    off.chat_defaults = *chat_defaults_from_flags(std::string(R"({"thinking": false})"), std::nullopt);
+    EXPECT_TRUE(ends_with(rendered("", off), chat));
+    ParserLimits max_default; // serve --reasoning-effort max
+    max_default.chat_defaults = *chat_defaults_from_flags(std::nullopt, std::string("max"));
+    EXPECT_NE(rendered("", max_default).find(max), std::string::npos);
+}
+#endif
 
 } // namespace
 } // namespace deepinfer::server
