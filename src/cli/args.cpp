@@ -1,8 +1,45 @@
 #include "cli/args.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace deepinfer::cli {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+std::optional<std::string> closest_flag(const std::string& name, const std::set<std::string>& value_flags,
+                                        const std::set<std::string>& bool_flags) {
+    // Close enough to be a typo or a sibling spelling: at most a third of the longer name differs (and at
+    // least 2 edits are allowed for short names); a name that contains, or is contained in, a known one
+    // (--tokenizer-path, --port-number) counts too.
+    std::optional<std::string> best;
+    std::size_t best_d = 0;
+    for (const auto* flags : {&value_flags, &bool_flags}) {
+        for (const std::string& f : *flags) {
+            std::size_t d = edit_distance(name, f);
+            const std::size_t limit = std::max<std::size_t>(2, std::max(name.size(), f.size()) / 3);
+            const bool contains = name.size() >= 4 && f.size() >= 4 &&
+                                  (name.find(f) != std::string::npos || f.find(name) != std::string::npos);
+            if (d > limit && !contains) continue;
+            if (!best || d < best_d) {
+                best = f;
+                best_d = d;
+            }
+        }
+    }
+    return best;
+}
 
 core::Result<Args> Args::parse(const std::vector<std::string>& argv, const std::set<std::string>& value_flags,
                                const std::set<std::string>& bool_flags) {
@@ -30,7 +67,10 @@ core::Result<Args> Args::parse(const std::vector<std::string>& argv, const std::
             }
             a.values_[name] = value;
         } else {
-            return core::invalid_argument("unknown flag --" + name);
+            std::string msg = "unknown flag --" + name;
+            if (auto near = closest_flag(name, value_flags, bool_flags))
+                msg += "; did you mean --" + *near + "?";
+            return core::invalid_argument(msg);
         }
     }
     return a;

@@ -1,6 +1,6 @@
 #pragma once
 // A small flag parser shared by the subcommands: `--name value`, `--name=value`, boolean `--flag`, and
-// positional arguments. Unknown flags are errors naming the flag.
+// positional arguments. Unknown flags are errors naming the flag and the closest known one (edit distance).
 
 #include <map>
 #include <optional>
@@ -11,6 +11,12 @@
 #include "core/status.h"
 
 namespace deepinfer::cli {
+
+// Levenshtein distance between two flag names.
+std::size_t edit_distance(const std::string& a, const std::string& b);
+// The known flag closest to `name` when one is close enough to be what was meant; nullopt otherwise.
+std::optional<std::string> closest_flag(const std::string& name, const std::set<std::string>& value_flags,
+                                        const std::set<std::string>& bool_flags);
 
 class Args {
 public:

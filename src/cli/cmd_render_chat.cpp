@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/tokenizer_common.h"
+#include "server/chat_defaults.h"
 #include "tokenizer/chat_encoding.h"
 
 namespace deepinfer::cli {
@@ -14,14 +15,18 @@ namespace {
 constexpr const char* kHelp =
     "usage: deepinfer render-chat [--mode MODE] [--effort-table auto|release|0731] [--model DIR]\n"
     "                             [--context FILE] [--keep-thinking] [--no-bos] [--ids] [--plain-content]\n"
-    "                             [--tokenizer PATH] [--verbose] [FILE | - | REQUEST_JSON]\n"
+    "                             [--tokenizer PATH] [--verbose] [--default-chat-template-kwargs JSON]\n"
+    "                             [--reasoning-effort E] [FILE | - | REQUEST_JSON]\n"
     "Renders an OpenAI-style request ({\"messages\": [...], \"tools\": [...]}, or a bare messages array) "
     "into\n"
     "the DeepSeek V4 prompt, byte-exact with DeepSeek's encoding_dsv4.py. The request is a file path, '-'\n"
     "(stdin, also the default) or JSON text ('{' or '[' first); --file F works too.\n"
-    "  --mode           chat | thinking (default: no effort prompt) | thinking-effort-high |\n"
-    "                   thinking-effort-max  (old names: non-thinking, thinking-low, thinking-high, "
-    "thinking-max)\n"
+    "  --mode           chat | thinking (no effort prompt) | thinking-effort-high | thinking-effort-max\n"
+    "                   (old names: non-thinking, thinking-low, thinking-high, thinking-max). Default: what\n"
+    "                   `deepinfer serve` renders for the request: its thinking / reasoning_effort /\n"
+    "                   chat_template_kwargs fields, else the server defaults below (thinking, effort high)\n"
+    "  --default-chat-template-kwargs JSON, --reasoning-effort E\n"
+    "                   the same server-wide defaults as `deepinfer serve` (e.g. '{\"thinking\": false}')\n"
     "  --effort-table   which effort prompts high/max render (default auto: what --model DIR's\n"
     "                   encoding/encoding_dsv4.py defines, like SGLang; the release table without one)\n"
     "                     release: high -> none, max -> \"Absolute maximum ...\"\n"
@@ -55,7 +60,9 @@ int fail(const std::string& msg) {
 }
 
 int run(const std::vector<std::string>& argv) {
-    auto args = Args::parse(argv, {"mode", "tokenizer", "file", "effort-table", "model", "context"},
+    auto args = Args::parse(argv,
+                            {"mode", "tokenizer", "file", "effort-table", "model", "context",
+                             "default-chat-template-kwargs", "reasoning-effort"},
                             {"keep-thinking", "no-bos", "ids", "plain-content", "verbose", "help"});
     if (!args.ok()) {
         std::fprintf(stderr, "error: %s\n%s", args.status().message().c_str(), kHelp);
@@ -69,10 +76,15 @@ int run(const std::vector<std::string>& argv) {
         std::fprintf(stderr, "error: one request (FILE, - or JSON) expected\n%s", kHelp);
         return 2;
     }
-    auto mode = tokenizer::parse_thinking_mode(args->get_or("mode", "thinking"));
-    if (!mode.ok()) return fail(mode.status().message());
+    auto defaults = server::chat_defaults_from_flags(args->get("default-chat-template-kwargs"),
+                                                     args->get("reasoning-effort"));
+    if (!defaults.ok()) return fail(defaults.status().message());
     tokenizer::ChatOptions opt;
-    opt.mode = *mode;
+    if (auto m = args->get("mode")) {
+        auto mode = tokenizer::parse_thinking_mode(*m);
+        if (!mode.ok()) return fail(mode.status().message());
+        opt.mode = *mode;
+    }
     const std::string table = args->get_or("effort-table", "auto");
     if (table == "auto") {
         const auto choice =
@@ -106,6 +118,18 @@ int run(const std::vector<std::string>& argv) {
     if (!text) return 1;
     auto request = read_json(what, *text);
     if (!request.ok()) return fail(request.status().message());
+    if (!args->has("mode")) { // as the server decides it (server/chat_defaults.h)
+        auto choice = server::thinking_of_request(request->is_object() ? *request : tokenizer::Json::object(),
+                                                  *defaults);
+        if (auto* e = std::get_if<server::ApiError>(&choice)) return fail(what + ": " + e->message);
+        const auto& c = std::get<server::ThinkingChoice>(choice);
+        opt.mode = !c.thinking                    ? tokenizer::ThinkingMode::kNonThinking
+                   : c.reasoning_effort == "max"  ? tokenizer::ThinkingMode::kThinkingMax
+                   : c.reasoning_effort == "high" ? tokenizer::ThinkingMode::kThinkingHigh
+                                                  : tokenizer::ThinkingMode::kThinkingLow;
+        if (args->has("verbose"))
+            std::fprintf(stderr, "mode: %s\n", std::string(tokenizer::thinking_mode_name(opt.mode)).c_str());
+    }
     auto conv = tokenizer::conversation_from_json(as_request(std::move(request).value()));
     if (!conv.ok()) return fail(what + ": " + conv.status().message());
 

@@ -12,6 +12,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/serve_compat.h"
 #include "core/logging.h"
 #include "kernels/profiler.h"
 #include "server/fake_backend.h"
@@ -24,7 +25,7 @@
 namespace deepinfer::cli {
 namespace {
 
-const char* kUsage = R"(usage: deepinfer serve --model DIR [options]
+const char* kUsage = R"(usage: deepinfer serve --model DIR [options]     (or: deepinfer serve DIR [options])
 
 Serves the model over the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
 GET /health, GET /metrics.
@@ -48,6 +49,12 @@ GET /health, GET /metrics.
   --effort-table auto|release|0731
                             the reasoning-effort prompts' table (default auto: what the checkpoint's
                             encoding/encoding_dsv4.py defines, as SGLang decides; release when absent)
+  --default-chat-template-kwargs JSON
+                            server-wide thinking default for chat requests that say nothing, e.g.
+                            '{"thinking": false}' (keys: thinking, enable_thinking, reasoning_effort;
+                            default: thinking on, effort high, as DeepSeek's API and vLLM)
+  --reasoning-effort E      default effort of thinking requests: none (thinking off), low/medium/high
+                            (-> high), xhigh/max (-> max); default high
   --plain-content           encode message text without matching special tokens (role markers typed by
                             users stay text); requests may set "plain_content" (default off: official)
   --profile                 keep the op census of every forward (calls, time, bytes, flops per op kind):
@@ -57,6 +64,13 @@ GET /health, GET /metrics.
   --fake-context N          fake backend: context length (default 4096)
   --enable-test-hooks       honour deepinfer_test.forced_output in requests (tests only)
   --log-level LEVEL         debug, info, warn, error (default info)
+
+vLLM / SGLang launch flags are accepted where they mean something here: --tensor-parallel-size / --tp 1,
+--max-model-len, --context-length, --model-path, --served-model-name; no-ops (logged):
+--reasoning-parser / --tool-call-parser deepseek_v4, --tokenizer-mode deepseek_v4, --enable-auto-tool-choice,
+--trust-remote-code, --enable-prefix-caching, --gpu-memory-utilization / --mem-fraction-static (no GPU
+backend: size the KV pool with --kv-cache-memory); others (--swap-space, --chat-template, ...) are refused
+with the reason.
 
 engine (with --backend engine; the KV pool defaults to every sequence reaching min(max-model-len, 16384)):
 )";
@@ -74,16 +88,29 @@ std::string installed_tokenizer_path() {
 #endif
 
 int run_serve(const std::vector<std::string>& argv) {
-    std::set<std::string> value_flags = {
-        "model",        "host",         "port",          "port-file",     "api-key",      "served-model-name",
-        "max-inflight", "http-threads", "max-n",         "backend",       "fake-step-us", "fake-context",
-        "log-level",    "tokenizer",    "allowed-hosts", "drain-timeout", "effort-table"};
+    std::set<std::string> value_flags = {"model",           "host",         "port",
+                                         "port-file",       "api-key",      "served-model-name",
+                                         "max-inflight",    "http-threads", "max-n",
+                                         "backend",         "fake-step-us", "fake-context",
+                                         "log-level",       "tokenizer",    "allowed-hosts",
+                                         "drain-timeout",   "effort-table", "default-chat-template-kwargs",
+                                         "reasoning-effort"};
     std::set<std::string> bool_flags = {"help", "enable-test-hooks", "plain-content", "profile"};
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
     value_flags.merge(engine_value_flags());
     bool_flags.merge(engine_bool_flags());
 #endif
-    auto args = Args::parse(argv, value_flags, bool_flags);
+    std::set<std::string> native = value_flags;
+    native.insert(bool_flags.begin(), bool_flags.end());
+    auto compat = translate_serve_compat_flags(argv, native);
+    if (!compat.ok()) {
+        std::fprintf(stderr, "deepinfer serve: %s\n", compat.status().message().c_str());
+        return 2;
+    }
+    // The compat names join the known set only so that a misspelt one is suggested; they were translated.
+    std::set<std::string> known_values = value_flags;
+    known_values.merge(serve_compat_flag_names());
+    auto args = Args::parse(compat->argv, known_values, bool_flags);
     if (!args.ok()) {
         std::fprintf(stderr, "deepinfer serve: %s\n\n%s", args.status().message().c_str(), kUsage);
         return 2;
@@ -100,7 +127,26 @@ int run_serve(const std::vector<std::string>& argv) {
                         : level == "warn"  ? core::LogLevel::kWarn
                         : level == "error" ? core::LogLevel::kError
                                            : core::LogLevel::kInfo);
+    for (const auto& note : compat->notes) DI_LOG(Info) << "deepinfer serve: " << note;
+    std::optional<std::string> model_dir = args->get("model");
+    if (!args->positional().empty()) { // `vllm serve MODEL` puts the model first
+        if (args->positional().size() > 1 || model_dir) {
+            std::fprintf(stderr,
+                         "deepinfer serve: unexpected argument '%s' (the model is --model DIR or one "
+                         "positional DIR)\n",
+                         args->positional()[model_dir ? 0 : 1].c_str());
+            return 2;
+        }
+        model_dir = args->positional()[0];
+    }
     server::ServerConfig config;
+    auto chat_defaults = server::chat_defaults_from_flags(args->get("default-chat-template-kwargs"),
+                                                          args->get("reasoning-effort"));
+    if (!chat_defaults.ok()) {
+        std::fprintf(stderr, "deepinfer serve: %s\n", chat_defaults.status().message().c_str());
+        return 2;
+    }
+    config.chat_defaults = *chat_defaults;
     config.host = args->get_or("host", "127.0.0.1");
     const char* env_key = std::getenv("DEEPINFER_API_KEY");
     config.api_key = args->get_or("api-key", env_key ? env_key : "");
@@ -167,9 +213,18 @@ int run_serve(const std::vector<std::string>& argv) {
         fc.context_length = static_cast<int>(*ctx);
         backend = std::make_unique<server::FakeBackend>(fc);
     } else if (kind == "engine") {
-        auto model = args->get("model");
+        const std::optional<std::string>& model = model_dir;
         if (!model) {
             std::fprintf(stderr, "deepinfer serve: --model DIR is required\n\n%s", kUsage);
+            return 2;
+        }
+        if (std::error_code ec; !std::filesystem::is_directory(*model, ec)) {
+            std::fprintf(
+                stderr,
+                "deepinfer serve: --model '%s' is not a directory; deepinfer serves a local checkpoint "
+                "directory (config.json, *.safetensors): download it first, e.g. `huggingface-cli "
+                "download %s --local-dir DIR`, then pass --model DIR\n",
+                model->c_str(), model->c_str());
             return 2;
         }
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND

@@ -25,10 +25,11 @@ ApiError unauthorized() {
 }
 
 ApiError context_too_long(std::string param, int prompt_tokens, int context_length) {
-    return ApiError{413, "invalid_request_error",
+    return ApiError{400, "invalid_request_error",
                     "This model's maximum context length is " + std::to_string(context_length) +
-                        " tokens; the prompt has " + std::to_string(prompt_tokens) + " tokens",
-                    std::move(param), "context_length_exceeded"};
+                        " tokens; the prompt ('" + param + "') has " + std::to_string(prompt_tokens) +
+                        " tokens",
+                    param, "context_length_exceeded"};
 }
 
 ApiError server_busy() {
@@ -72,8 +73,8 @@ ApiError from_status(const core::Status& status, std::string param) {
         e.http_status = 404;
         e.code = "not_found";
         break;
-    case StatusCode::kOutOfRange:
-        e.http_status = 413;
+    case StatusCode::kOutOfRange: // a context overflow is a bad request (400), as OpenAI and vLLM answer
+        e.http_status = 400;
         e.code = "context_length_exceeded";
         break;
     case StatusCode::kResourceExhausted:

@@ -184,51 +184,13 @@ bool parse_tools(const json& j, ChatPrompt& prompt, FieldErrors& err) {
     return err.ok();
 }
 
-// chat_template_kwargs.{thinking, enable_thinking, reasoning_effort}, also accepted at top level.
-bool parse_thinking(const json& j, ChatPrompt& prompt, FieldErrors& err) {
-    bool thinking_set = false;
-    std::string effort;
-    auto read_from = [&](const json& obj, const std::string& path) {
-        for (const char* key : {"thinking", "enable_thinking"}) {
-            if (present(obj, key)) {
-                if (!obj.at(key).is_boolean()) {
-                    // The DeepSeek API's top-level {"thinking": {"type": "enabled"|"disabled"}}.
-                    if (obj.at(key).is_object() && obj.at(key).contains("type") &&
-                        obj.at(key).at("type").is_string()) {
-                        prompt.thinking = obj.at(key).at("type") == "enabled";
-                        thinking_set = true;
-                        continue;
-                    }
-                    return err.fail(path + key, "'" + path + key + "' must be a boolean");
-                }
-                prompt.thinking = obj.at(key).get<bool>();
-                thinking_set = true;
-            }
-        }
-        return detail::read_string(obj, "reasoning_effort", effort, err,
-                                   path.empty() ? "" : "chat_template_kwargs");
-    };
-    if (!read_from(j, "")) return false;
-    if (present(j, "chat_template_kwargs")) {
-        const json& k = j.at("chat_template_kwargs");
-        if (!k.is_object())
-            return err.fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-        if (!read_from(k, "chat_template_kwargs.")) return false;
-    }
-    if (effort.empty()) return true;
-    if (effort == "none") {
-        prompt.thinking = false;
-        return true;
-    }
-    if (effort == "max") {
-        prompt.reasoning_effort = "max";
-    } else if (effort == "minimal" || effort == "low" || effort == "medium" || effort == "high" ||
-               effort == "xhigh") {
-        prompt.reasoning_effort = "high"; // DeepSeek V4 has two efforts: high (normal thinking) and max
-    } else {
-        return err.fail("reasoning_effort", "'reasoning_effort' must be one of none, low, medium, high, max");
-    }
-    if (!thinking_set) prompt.thinking = true;
+// chat_template_kwargs.{thinking, enable_thinking, reasoning_effort}, also accepted at top level; what the
+// request leaves out comes from the server's defaults (chat_defaults.h).
+bool parse_thinking(const json& j, const ChatDefaults& defaults, ChatPrompt& prompt, FieldErrors& err) {
+    auto choice = thinking_of_request(j, defaults);
+    if (auto* e = std::get_if<ApiError>(&choice)) return err.fail(*e);
+    prompt.thinking = std::get<ThinkingChoice>(choice).thinking;
+    prompt.reasoning_effort = std::get<ThinkingChoice>(choice).reasoning_effort;
     return true;
 }
 
@@ -307,7 +269,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParserLimits
     if (!detail::parse_common(*j, limits, r.common, err)) return err.error();
     if (!parse_messages(*j, r.prompt, err)) return err.error();
     if (!parse_tools(*j, r.prompt, err)) return err.error();
-    if (!parse_thinking(*j, r.prompt, err)) return err.error();
+    if (!parse_thinking(*j, limits.chat_defaults, r.prompt, err)) return err.error();
     if (!parse_response_format(*j, r, err)) return err.error();
     if (!force_tool_call(*j, r, err)) return err.error();
     // The constraint applies from the first generated token, so a constrained request is rendered in

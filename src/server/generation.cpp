@@ -71,6 +71,7 @@ ChoiceOutput ChoicePipeline::push(const GenerationDelta& delta) {
     }
     if (!out.parsed.tool_calls.empty()) saw_tool_call_ = true;
     if (stop_.stopped()) {
+        out.stop_sequence = stop_.matched();
         finish(FinishReason::kStop, out);
     } else if (delta.finish != FinishReason::kNone) {
         finish(delta.finish, out);

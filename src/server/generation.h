@@ -24,6 +24,7 @@ struct ChoiceOutput {
     std::vector<TokenLogprob> logprobs;
     int new_tokens = 0;
     std::optional<std::string> finish_reason; // "stop", "length", "tool_calls", "abort", "error"
+    std::string stop_sequence;                // with "stop": the stop string that ended it, if one did
     core::Status error;
 };
 

@@ -19,6 +19,7 @@ HttpServer::State::State(Backend& b, ServerConfig c) : backend(b), config(std::m
     model_name = config.served_model_name.empty() ? backend.model_name() : config.served_model_name;
     limits.vocab_size = backend.vocab_size();
     limits.max_n = config.max_n;
+    limits.chat_defaults = config.chat_defaults;
     start_time =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
@@ -68,8 +69,8 @@ std::string host_name_of(const std::string& host_header) {
 namespace {
 // Metric labels stay a fixed set, whatever paths clients send.
 std::string endpoint_label(const std::string& path) {
-    for (const char* known :
-         {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"}) {
+    for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
+                              "/v1/messages", "/tokenize", "/detokenize", "/version"}) {
         if (path == known) return path;
     }
     return "other";
@@ -79,7 +80,9 @@ std::string endpoint_label(const std::string& path) {
 void HttpServer::State::send_error(const std::string& endpoint, const ApiError& e, httplib::Response& res) {
     metrics.count_request(endpoint_label(endpoint), e.http_status);
     res.status = e.http_status;
-    res.set_content(e.to_json(), "application/json");
+    // The Anthropic Messages API answers with its own error shape (anthropic_format.h).
+    res.set_content(endpoint.rfind("/v1/messages", 0) == 0 ? anthropic_error_json(e) : e.to_json(),
+                    "application/json");
 }
 
 bool HttpServer::State::admit(const std::string& endpoint, httplib::Response& res) {
@@ -183,10 +186,13 @@ void install_routes(HttpServer::State& s) {
                 return httplib::Server::HandlerResponse::Handled;
             }
         }
-        if (s.config.api_key.empty() || req.path.rfind("/v1/", 0) != 0) {
-            return httplib::Server::HandlerResponse::Unhandled;
-        }
-        if (authorization_matches(req.get_header_value("Authorization"), s.config.api_key))
+        const bool keyed_path =
+            req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
+        if (s.config.api_key.empty() || !keyed_path) return httplib::Server::HandlerResponse::Unhandled;
+        // "Authorization: Bearer KEY" (OpenAI) or "x-api-key: KEY" (Anthropic).
+        if (authorization_matches(req.get_header_value("Authorization"), s.config.api_key) ||
+            (req.has_header("x-api-key") &&
+             authorization_matches("Bearer " + req.get_header_value("x-api-key"), s.config.api_key)))
             return httplib::Server::HandlerResponse::Unhandled;
         s.send_error(req.path, unauthorized(), res);
         return httplib::Server::HandlerResponse::Handled;
@@ -196,14 +202,23 @@ void install_routes(HttpServer::State& s) {
         if (!res.body.empty()) return;
         ApiError e;
         e.http_status = res.status;
-        if (res.status == 404)
+        if (res.status == 404 && !allowed_methods(req.path).empty()) {
+            // The path exists, the method does not (httplib reports it as an unknown route).
+            res.status = 405;
+            res.set_header("Allow", allowed_methods(req.path));
+            e = {405, "invalid_request_error",
+                 "Method " + req.method + " is not allowed on " + req.path +
+                     " (allowed: " + allowed_methods(req.path) + ")",
+                 "", "method_not_allowed"};
+        } else if (res.status == 404)
             e = not_found_route(req.path);
         else if (res.status == 413)
             e = {413, "invalid_request_error", "request body too large", "", "body_too_large"};
         else
             e.message = "HTTP error " + std::to_string(res.status);
         s.metrics.count_request(endpoint_label(req.path), e.http_status);
-        res.set_content(e.to_json(), "application/json");
+        res.set_content(req.path.rfind("/v1/messages", 0) == 0 ? anthropic_error_json(e) : e.to_json(),
+                        "application/json");
     });
     http.set_exception_handler([&s](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
         s.send_error(req.path, from_status(core::internal_error("unexpected error handling the request")),
@@ -211,7 +226,7 @@ void install_routes(HttpServer::State& s) {
     });
 
     // The body is read here rather than by httplib, which does not limit a chunked body's size.
-    auto post = [&s](void (*handler)(HttpServer::State&, const std::string&, httplib::Response&)) {
+    PostRoute post = [&s](BodyHandler handler) -> httplib::Server::HandlerWithContentReader {
         return [&s, handler](const httplib::Request& req, httplib::Response& res,
                              const httplib::ContentReader& reader) {
             if (s.draining) {
@@ -228,13 +243,11 @@ void install_routes(HttpServer::State& s) {
     };
     http.Post("/v1/chat/completions", post(handle_chat));
     http.Post("/v1/completions", post(handle_completion));
+    http.Post("/v1/messages", post(handle_anthropic_messages));
+    http.Post("/v1/messages/count_tokens", post(handle_anthropic_count_tokens));
+    install_utility_routes(s, post);
     http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
-        detail::json model = {{"id", s.model_name},
-                              {"object", "model"},
-                              {"created", s.start_time},
-                              {"owned_by", "deepinfer"},
-                              {"max_model_len", s.backend.context_length()}};
-        detail::json body = {{"object", "list"}, {"data", detail::json::array({model})}};
+        detail::json body = {{"object", "list"}, {"data", detail::json::array({model_card_json(s)})}};
         s.metrics.count_request("/v1/models", 200);
         res.set_content(detail::dump_json(body), "application/json");
     });

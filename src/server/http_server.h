@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "server/backend.h"
+#include "server/chat_defaults.h"
 
 namespace deepinfer::server {
 
@@ -29,6 +30,7 @@ struct ServerConfig {
     int heartbeat_ms = 500;         // idle streams write a keep-alive this often, which detects disconnects
     bool enable_test_hooks = false; // honour deepinfer_test.forced_output (tests only)
     int max_n = 16;
+    ChatDefaults chat_defaults; // --default-chat-template-kwargs / --reasoning-effort
 };
 
 // The loopback names (localhost, 127.0.0.1, ::1) when `host` is a loopback address and there is no API key

@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "server/api_error.h"
+#include "server/chat_defaults.h"
 #include "server/request_types.h"
 
 namespace deepinfer::server {
@@ -18,6 +19,7 @@ struct ParserLimits {
     int max_depth = 64;             // JSON nesting accepted at all
     int max_object_members = 1024;  // members of any one object
     int max_total_members = 100000; // members of all objects together
+    ChatDefaults chat_defaults;     // a chat request's thinking mode where it says nothing
 };
 
 template <typename T> using Parsed = std::variant<T, ApiError>;

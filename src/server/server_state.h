@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -45,6 +46,21 @@ struct HttpServer::State {
 // `body` is the whole request body, read within the size and time limits.
 void handle_chat(HttpServer::State& s, const std::string& body, httplib::Response& res);
 void handle_completion(HttpServer::State& s, const std::string& body, httplib::Response& res);
+// POST /v1/messages: the Anthropic Messages API (anthropic_handler.cpp).
+void handle_anthropic_messages(HttpServer::State& s, const std::string& body, httplib::Response& res);
+void handle_anthropic_count_tokens(HttpServer::State& s, const std::string& body, httplib::Response& res);
+// {"type": "error", "error": {"type", "message"}} for an error on /v1/messages (anthropic_format.cpp).
+std::string anthropic_error_json(const ApiError& e);
+
+// A POST route: the body read within the limits (http_server.cpp), then `handler`.
+using BodyHandler = void (*)(HttpServer::State&, const std::string&, httplib::Response&);
+using PostRoute = std::function<httplib::Server::HandlerWithContentReader(BodyHandler)>;
+// utility_routes.cpp: /tokenize, /detokenize, /version, /v1/models/{id}.
+void install_utility_routes(HttpServer::State& s, const PostRoute& post);
+// The served model's /v1/models entry.
+nlohmann::ordered_json model_card_json(const HttpServer::State& s);
+// "POST", "GET, HEAD", or "" for a path that is no route (the Allow header of a 405).
+std::string allowed_methods(const std::string& path);
 
 inline double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

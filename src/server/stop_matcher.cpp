@@ -16,7 +16,11 @@ std::string StopMatcher::push(std::string_view text) {
     if (stops_.empty()) return std::exchange(pending_, {});
     // Earliest complete match wins.
     size_t first = std::string::npos;
-    for (const auto& s : stops_) first = std::min(first, pending_.find(s));
+    for (const auto& s : stops_) {
+        const size_t at = pending_.find(s);
+        if (at != std::string::npos && (first == std::string::npos || at < first)) matched_ = s;
+        first = std::min(first, at);
+    }
     if (first != std::string::npos) {
         stopped_ = true;
         std::string out = pending_.substr(0, first);

@@ -18,11 +18,14 @@ public:
     // End of generation: releases what was held back (no stop string can complete any more).
     std::string flush();
     bool stopped() const { return stopped_; }
+    // The stop string that matched (empty until stopped()).
+    const std::string& matched() const { return matched_; }
 
 private:
     std::vector<std::string> stops_;
     std::string pending_; // held-back tail
     bool stopped_ = false;
+    std::string matched_;
 };
 
 } // namespace deepinfer::server

@@ -116,6 +116,7 @@ TEST_F(HttpServerTest, StreamingChatEndsWithUsageAndDone) {
     body["stream_options"] = {{"include_usage", true}};
     body["max_tokens"] = 9;
     body["n"] = 2;
+    body["thinking"] = false; // the output streams as content (the default, thinking, streams reasoning)
     auto r = post("/v1/chat/completions", body);
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200);
@@ -159,7 +160,8 @@ TEST_F(HttpServerTest, ErrorCodes) {
     EXPECT_EQ(r->status, 404);
     EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_found");
     r = post("/v1/chat/completions", chat(std::string(100, 'x')), auth);
-    EXPECT_EQ(r->status, 413);
+    EXPECT_EQ(r->status, 400); // context overflow: 400 naming the field, with the numbers
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "context_length_exceeded");
     EXPECT_EQ(json::parse(r->body)["error"]["param"], "messages");
     json big = chat();
     big["max_tokens"] = 1000;
@@ -257,6 +259,114 @@ TEST_F(HttpServerTest, ShutdownDrainsThenEndsStreamsWithAnErrorAndDone) {
     }
     wait_idle();
     EXPECT_EQ(backend_->live_requests(), 0);
+}
+
+TEST_F(HttpServerTest, WrongMethodIs405WithAllow) {
+    start();
+    auto r = client_->Get("/v1/chat/completions");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 405);
+    EXPECT_EQ(r->get_header_value("Allow"), "POST");
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "method_not_allowed");
+    r = client_->Post("/v1/models", "{}", "application/json");
+    EXPECT_EQ(r->status, 405);
+    EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD");
+    r = client_->Get("/v1/messages");
+    EXPECT_EQ(r->status, 405);
+    EXPECT_EQ(json::parse(r->body)["type"], "error"); // Anthropic's error shape on /v1/messages
+    EXPECT_EQ(client_->Get("/v1/nothing")->status, 404);
+}
+
+TEST_F(HttpServerTest, ModelByIdVersionTokenizeDetokenize) {
+    start();
+    auto r = client_->Get("/v1/models/fake-v4");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(json::parse(r->body)["id"], "fake-v4");
+    r = client_->Get("/v1/models/other");
+    EXPECT_EQ(r->status, 404);
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_found");
+    r = client_->Get("/version");
+    EXPECT_EQ(r->status, 200);
+    EXPECT_FALSE(json::parse(r->body)["version"].get<std::string>().empty());
+
+    r = post("/tokenize", {{"prompt", "hello"}});
+    ASSERT_EQ(r->status, 200) << r->body;
+    json t = json::parse(r->body);
+    EXPECT_EQ(t["count"], t["tokens"].size());
+    EXPECT_GT(t["count"].get<int>(), 0);
+    EXPECT_EQ(t["max_model_len"], 4096);
+    r = post("/detokenize", {{"tokens", t["tokens"]}});
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["prompt"], "hello");
+    r = post("/detokenize", {{"tokens", {1, -5}}});
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "tokens[1]");
+
+    // messages: the same ids a chat request renders; add_generation_prompt adds tokens.
+    json m = chat();
+    auto with = post("/tokenize", m);
+    m["add_generation_prompt"] = false;
+    auto without = post("/tokenize", m);
+    ASSERT_EQ(with->status, 200) << with->body;
+    ASSERT_EQ(without->status, 200) << without->body;
+    EXPECT_GT(json::parse(with->body)["count"].get<int>(), json::parse(without->body)["count"].get<int>());
+    r = post("/tokenize", {{"prompt", "x"}, {"model", "other"}});
+    EXPECT_EQ(r->status, 404);
+    r = post("/tokenize", json::object());
+    EXPECT_EQ(r->status, 400);
+}
+
+TEST_F(HttpServerTest, AnthropicMessagesNonStreamingAndStreaming) {
+    ServerConfig cfg;
+    cfg.api_key = "secret";
+    start(cfg);
+    json body = {
+        {"model", "fake-v4"},
+        {"max_tokens", 1024}, // the fake backend spends a token per byte
+        {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+        {"tools", json::array({{{"name", "get_weather"}, {"input_schema", {{"type", "object"}}}}})},
+        {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
+        {"deepinfer_test",
+         {{"forced_output", "hmm</think>ok<｜DSML｜invoke name=\"get_weather\">"
+                            "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>"
+                            "</｜DSML｜invoke>"}}}};
+    auto r = post("/v1/messages", body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401);
+    EXPECT_EQ(json::parse(r->body)["error"]["type"], "authentication_error");
+    r = post("/v1/messages", body, {{"x-api-key", "secret"}});
+    ASSERT_EQ(r->status, 200) << r->body;
+    json j = json::parse(r->body);
+    EXPECT_EQ(j["type"], "message");
+    EXPECT_EQ(j["role"], "assistant");
+    ASSERT_EQ(j["content"].size(), 3u) << r->body;
+    EXPECT_EQ(j["content"][0]["type"], "thinking");
+    EXPECT_EQ(j["content"][0]["thinking"], "hmm");
+    EXPECT_EQ(j["content"][1]["text"], "ok");
+    EXPECT_EQ(j["content"][2]["type"], "tool_use");
+    EXPECT_EQ(j["content"][2]["input"]["city"], "Paris");
+    EXPECT_EQ(j["stop_reason"], "tool_use");
+    EXPECT_GT(j["usage"]["input_tokens"].get<int>(), 0);
+
+    body["stream"] = true;
+    r = post("/v1/messages", body, {{"Authorization", "Bearer secret"}});
+    ASSERT_EQ(r->status, 200) << r->body;
+    auto data = sse_data(r->body);
+    ASSERT_GE(data.size(), 6u);
+    EXPECT_EQ(json::parse(data.front())["type"], "message_start");
+    EXPECT_EQ(json::parse(data.back())["type"], "message_stop");
+    json md = json::parse(data[data.size() - 2]);
+    EXPECT_EQ(md["type"], "message_delta");
+    EXPECT_EQ(md["delta"]["stop_reason"], "tool_use");
+    EXPECT_NE(r->body.find("event: content_block_start"), std::string::npos);
+    EXPECT_NE(r->body.find("input_json_delta"), std::string::npos);
+
+    // Errors keep Anthropic's shape: max_tokens is required.
+    body.erase("max_tokens");
+    r = post("/v1/messages", body, {{"x-api-key", "secret"}});
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
 }
 
 } // namespace

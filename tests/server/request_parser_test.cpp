@@ -37,7 +37,9 @@ TEST(ChatParser, MinimalRequestGetsDefaults) {
     EXPECT_EQ(r.common.sampling.max_tokens, -1); // unset: resolved against the context later
     EXPECT_EQ(r.common.sampling.top_logprobs, -1);
     EXPECT_EQ(r.prompt.tool_choice, "none");
-    EXPECT_FALSE(r.prompt.thinking);
+    // DeepSeek's default (as its API and vLLM): thinking, effort high.
+    EXPECT_TRUE(r.prompt.thinking);
+    EXPECT_EQ(r.prompt.reasoning_effort, "high");
 }
 
 TEST(ChatParser, ReadsEverySamplingField) {
@@ -165,8 +167,12 @@ TEST(ChatParser, ThinkingControls) {
     EXPECT_EQ(r.prompt.reasoning_effort, "max");
     r = chat_ok("{" + kMsgs + R"(,"chat_template_kwargs":{"thinking":false,"reasoning_effort":"high"}})");
     EXPECT_FALSE(r.prompt.thinking);
-    EXPECT_EQ(r.prompt.reasoning_effort, "high");
+    EXPECT_EQ(r.prompt.reasoning_effort, ""); // no effort renders without thinking
     EXPECT_FALSE(chat_ok("{" + kMsgs + R"(,"reasoning_effort":"none"})").prompt.thinking);
+    r = chat_ok("{" + kMsgs + R"(,"thinking":true})"); // thinking without an effort: the default, high
+    EXPECT_EQ(r.prompt.reasoning_effort, "high");
+    r = chat_ok("{" + kMsgs + R"(,"reasoning_effort":"xhigh"})"); // DeepSeek's API: xhigh -> max
+    EXPECT_EQ(r.prompt.reasoning_effort, "max");
 }
 
 TEST(ChatParser, ResponseFormat) {
@@ -263,7 +269,7 @@ TEST(ApiErrorJson, HasTheOpenAiShape) {
     EXPECT_EQ(
         j,
         R"({"error":{"code":"invalid_value","message":"bad","param":"temperature","type":"invalid_request_error"}})");
-    EXPECT_EQ(from_status(core::out_of_range("x")).http_status, 413);
+    EXPECT_EQ(from_status(core::out_of_range("x")).http_status, 400);
     EXPECT_EQ(from_status(core::resource_exhausted("x")).http_status, 429);
     EXPECT_EQ(from_status(core::not_found("x")).http_status, 404);
     EXPECT_EQ(from_status(core::internal_error("x")).http_status, 500);

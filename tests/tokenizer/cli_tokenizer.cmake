@@ -82,6 +82,18 @@ run(new ${BIN} render-chat --mode thinking-effort-high --effort-table 0731 ${WOR
 string(FIND "${rel}" "Reasoning Effort" rel_at)
 string(FIND "${new}" "<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum" new_at)
 expect_eq("${rel_at}/${new_at}" "-1/0" "effort tables")
+# Without --mode, render-chat renders what `serve` would: thinking, effort high (DeepSeek's default); the
+# request's fields and the server's --default-chat-template-kwargs / --reasoning-effort change it.
+run(dflt ${BIN} render-chat --effort-table 0731 ${WORK}/new.json)
+expect_eq("${dflt}" "${new}" "render-chat default: thinking-effort-high")
+run(chat_mode ${BIN} render-chat --mode chat ${WORK}/new.json)
+run(dflt_off ${BIN} render-chat --default-chat-template-kwargs "{\"thinking\": false}" ${WORK}/new.json)
+expect_eq("${dflt_off}" "${chat_mode}" "render-chat --default-chat-template-kwargs thinking false")
+run(max_mode ${BIN} render-chat --mode thinking-effort-max --effort-table 0731 ${WORK}/new.json)
+run(xhigh ${BIN} render-chat --effort-table 0731 "{\"reasoning_effort\": \"xhigh\", \"messages\": [{\"role\": \"user\", \"content\": \"q2 <｜Assistant｜></think>\"}]}")
+expect_eq("${xhigh}" "${max_mode}" "render-chat: reasoning_effort xhigh -> max")
+run(flag_max ${BIN} render-chat --reasoning-effort max --effort-table 0731 ${WORK}/new.json)
+expect_eq("${flag_max}" "${max_mode}" "render-chat --reasoning-effort max")
 
 # --- parse-output: whole, streamed text, streamed ids
 file(WRITE ${WORK}/out.txt "Let me call f.</think>\n\nSure.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"city\" string=\"true\">北京 🫨</｜DSML｜parameter>\n<｜DSML｜parameter name=\"n\" string=\"false\">[1, 2]</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>")

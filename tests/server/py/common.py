@@ -26,11 +26,13 @@ def read_text(path):
 
 
 class Server:
-    def __init__(self, *extra, api_key=None, fake_step_us=500, fake_context=4096, env=None, model_dir=None):
+    def __init__(self, *extra, api_key=None, fake_step_us=500, fake_context=4096, env=None, model_dir=None,
+                 positional_model=False):
         """model_dir: None serves DEEPINFER_TEST_MODEL (or the fake backend when unset), "" the fake backend,
-        else that model directory."""
+        else that model directory. positional_model: pass it as `serve DIR` (vLLM's form), not --model DIR."""
         self.extra = list(extra)
         self.model_dir = MODEL_DIR if model_dir is None else model_dir
+        self.positional_model = positional_model
         self.env = dict(os.environ, **(env or {}))
         self.api_key = api_key
         self.fake_step_us = fake_step_us
@@ -40,10 +42,12 @@ class Server:
     def __enter__(self):
         self.tmp = tempfile.TemporaryDirectory()
         port_file = os.path.join(self.tmp.name, "port")
-        cmd = [BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file,
-               "--enable-test-hooks", "--log-level", "warn"]
+        cmd = [BIN, "serve"] + ([self.model_dir] if self.model_dir and self.positional_model else [])
+        cmd += ["--host", "127.0.0.1", "--port", "0", "--port-file", port_file, "--enable-test-hooks",
+                "--log-level", "warn"]
         if self.model_dir:
-            cmd += ["--model", self.model_dir]
+            if not self.positional_model:
+                cmd += ["--model", self.model_dir]
         else:
             cmd += ["--backend", "fake", "--fake-step-us", str(self.fake_step_us),
                     "--fake-context", str(self.fake_context)]

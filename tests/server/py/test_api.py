@@ -147,7 +147,9 @@ class Api(unittest.TestCase):
     def test_forced_stop_string_is_never_emitted(self):
         out = "alpha beta ##END## gamma"
         for stream in (False, True):
+            # Non-thinking, so the forced text is content (a silent request would render thinking).
             r = self.post("/v1/chat/completions", {"model": self.model, "stream": stream, "stop": "##END##",
+                                                   "thinking": False,
                                                    "messages": [{"role": "user", "content": "x"}], **forced(out)},
                           stream=stream)
             self.assertEqual(r.status_code, 200)
@@ -197,7 +199,9 @@ class Api(unittest.TestCase):
                 self.assertEqual(r.json()["usage"]["prompt_tokens"], plain)
 
     def test_tool_calls(self):
-        r = self.chat(tools=TOOLS, extra_body=forced("Checking." + DSML_CALL))
+        # Non-thinking: the forced text opens with content (test_reasoning_then_tool_call covers thinking).
+        no_think = {"thinking": False}
+        r = self.chat(tools=TOOLS, extra_body={**no_think, **forced("Checking." + DSML_CALL)})
         c = r.choices[0]
         self.assertEqual(c.finish_reason, "tool_calls")
         self.assertEqual(c.message.content, "Checking.")
@@ -207,8 +211,8 @@ class Api(unittest.TestCase):
         self.assertEqual(json.loads(call.function.arguments), {"city": "Paris", "days": 3})
         self.assertTrue(call.id)
         # Streaming: argument fragments arrive in several chunks and assemble to the same JSON.
-        chunks = [c for c in self.chat(tools=TOOLS, stream=True, extra_body=forced("Checking." + DSML_CALL))
-                  if c.choices]
+        chunks = [c for c in self.chat(tools=TOOLS, stream=True,
+                                       extra_body={**no_think, **forced("Checking." + DSML_CALL)}) if c.choices]
         frags = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
         self.assertGreaterEqual(len(frags), 3)
         self.assertEqual(frags[0].function.name, "get_weather")
@@ -216,6 +220,14 @@ class Api(unittest.TestCase):
         self.assertEqual(json.loads("".join(f.function.arguments or "" for f in frags)), {"city": "Paris", "days": 3})
         self.assertNotIn("DSML", "".join(c.choices[0].delta.content or "" for c in chunks))
         self.assertEqual([c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason], ["tool_calls"])
+
+    def test_reasoning_then_tool_call_by_default(self):
+        # A request without thinking fields renders thinking (DeepSeek's default): reasoning, then the call.
+        r = self.chat(tools=TOOLS, extra_body=forced("Need the weather.</think>" + DSML_CALL))
+        msg = r.choices[0].message
+        self.assertEqual(msg.model_extra.get("reasoning_content"), "Need the weather.")
+        self.assertEqual(json.loads(msg.tool_calls[0].function.arguments), {"city": "Paris", "days": 3})
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
 
     def test_tool_choice_none_leaves_markup_unparsed_and_round_trip_accepted(self):
         r = self.chat(tools=TOOLS, tool_choice="none", extra_body=forced("plain"))
@@ -291,9 +303,13 @@ class Api(unittest.TestCase):
 
     def test_prompt_over_context_limit(self):
         long = "word " * (self.server.context + 10)
-        err = self.expect_error(413, "messages", {"model": self.model, "messages": [{"role": "user", "content": long}]})
+        # 400 (not 413), naming the field and giving the numbers, as OpenAI and vLLM answer.
+        err = self.expect_error(400, "messages", {"model": self.model, "messages": [{"role": "user", "content": long}]})
         self.assertEqual(err["code"], "context_length_exceeded")
-        self.expect_error(413, "prompt", {"model": self.model, "prompt": long}, path="/v1/completions")
+        self.assertIn(str(self.server.context), err["message"])
+        self.assertIn("'messages'", err["message"])
+        err = self.expect_error(400, "prompt", {"model": self.model, "prompt": long}, path="/v1/completions")
+        self.assertIn("'prompt'", err["message"])
         self.expect_error(400, "max_tokens", {"model": self.model, "prompt": "x", "max_tokens": self.server.context},
                           path="/v1/completions")
 
