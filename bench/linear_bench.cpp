@@ -4,7 +4,7 @@
 // Decode cases stream a weight set far larger than the last-level cache; prefill cases reuse one weight
 // across many tokens.
 //
-//   linear_bench [--threads 2] [--mb 512] [--isa avx512|avx2|ref] [--reps 5]
+//   linear_bench [--threads 2] [--mb 512] [--isa avx512|avx2|ref] [--reps 5] [--only decode|prefill]
 
 #include <algorithm>
 #include <chrono>
@@ -85,6 +85,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
     int threads = 2, reps = 5;
+    std::string only; // "decode" / "prefill": just those cases
     int64_t mb = 512;
     std::vector<kernels::cpu::Isa> isas;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -93,6 +94,8 @@ int main(int argc, char** argv) {
             threads = std::atoi(argv[i + 1]);
         } else if (flag == "--mb") {
             mb = std::atoll(argv[i + 1]);
+        } else if (flag == "--only") {
+            only = argv[i + 1];
         } else if (flag == "--reps") {
             reps = std::atoi(argv[i + 1]);
         } else if (flag == "--isa") {
@@ -147,11 +150,10 @@ int main(int argc, char** argv) {
         for (int64_t n : {1, 2, 4, 8, 128, 512}) {
             for (kernels::Numerics num : {kernels::Numerics::kExact, kernels::Numerics::kFast}) {
                 const bool fast = num == kernels::Numerics::kFast;
-                // kFast has an int8 kernel for FP4 prefill only; elsewhere it would repeat the exact row.
-                if (fast && (f.format != F::kFp4Group || n <= kernels::cpu::kGemvMaxTokens ||
-                             !kernels::cpu::int8_supported()))
-                    continue;
+                // kFast has int8 kernels for FP4 only; elsewhere it would repeat the exact row.
+                if (fast && (f.format != F::kFp4Group || !kernels::cpu::int8_supported())) continue;
                 const bool decode = n <= kernels::cpu::kGemvMaxTokens;
+                if ((only == "decode" && !decode) || (only == "prefill" && decode)) continue;
                 const int64_t rows = decode
                                          ? static_cast<int64_t>(bytes / (f.bytes_per_weight * cols)) / 64 * 64
                                          : int64_t{2048};

@@ -79,8 +79,24 @@ bool fast_fits(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
     return num == Numerics::kFast && isa == Isa::kAvx512 && int8_supported() &&
-           w.format == core::WeightFormat::kFp4Group && w.block_cols == 32 && w.cols % detail::kQBlock == 0 &&
-           a.n > kGemvMaxTokens;
+           w.format == core::WeightFormat::kFp4Group && w.block_cols == 32 && w.cols % detail::kQBlock == 0;
+}
+
+// kFast decode: the int8 GEMV (activations quantized once, rows split over the pool in groups of 4).
+void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
+    static const detail::Int8Table q = detail::avx512_vnni_table();
+    const core::Weight& w = *a.w;
+    const int64_t rows = a.row_end - a.row_begin, nb = w.cols / detail::kQBlock;
+    std::vector<float>& buf = scratch(3);
+    const auto need = static_cast<size_t>(detail::gemv_q_scratch_floats(a.n, w.cols));
+    if (buf.size() < need) buf.resize(need);
+    auto* xq = reinterpret_cast<int8_t*>(buf.data());
+    auto* corr = reinterpret_cast<int32_t*>(buf.data() + a.n * w.cols / 4);
+    float* xs = buf.data() + a.n * w.cols / 4 + a.n * nb * 16;
+    q.quantize_gemv(a, xq, corr, xs);
+    const int64_t groups = (rows + 3) / 4;
+    auto body = [&](int64_t b, int64_t e) { q.gemv(a, b * 4, std::min(e * 4, rows), xq, corr, xs); };
+    serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
 }
 
 void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
@@ -193,7 +209,7 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     // Small problems are not worth waking the pool.
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
     if (fast_fits(a, isa)) {
-        matmul_int8(a, pool, serial);
+        a.n <= kGemvMaxTokens ? gemv_int8(a, pool, serial) : matmul_int8(a, pool, serial);
         return;
     }
 
