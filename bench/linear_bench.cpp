@@ -147,11 +147,15 @@ int main(int argc, char** argv) {
     std::printf("%-7s %-8s %-13s %5s %-5s %8s %8s %7s %9s %7s %10s\n", "isa", "format", "shape", "n", "mode",
                 "ms", "GB/s", "%read", "GFLOP/s", "%peak", "%same-rd");
     for (const Format& f : formats) {
-        for (int64_t n : {1, 2, 4, 8, 128, 512}) {
+        for (int64_t n : {1, 2, 4, 8, 32, 128, 512}) {
             for (kernels::Numerics num : {kernels::Numerics::kExact, kernels::Numerics::kFast}) {
                 const bool fast = num == kernels::Numerics::kFast;
-                // kFast has int8 kernels for FP4 only; elsewhere it would repeat the exact row.
-                if (fast && (f.format != F::kFp4Group || !kernels::cpu::int8_supported())) continue;
+                // kFast kernels: int8 VNNI for FP4, BF16 dot products for BF16 / FP8 (few tokens); elsewhere
+                // it would repeat the exact row.
+                const bool has_fast = (f.format == F::kFp4Group && kernels::cpu::int8_supported()) ||
+                                      ((f.format == F::kBF16 || f.format == F::kFp8Block) &&
+                                       kernels::cpu::bf16_supported() && n <= 64);
+                if (fast && !has_fast) continue;
                 const bool decode = n <= kernels::cpu::kGemvMaxTokens;
                 if ((only == "decode" && !decode) || (only == "prefill" && decode)) continue;
                 const int64_t rows = decode
