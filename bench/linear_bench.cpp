@@ -151,11 +151,11 @@ int main(int argc, char** argv) {
         for (int64_t n : {1, 2, 4, 8, 32, 128, 512}) {
             for (kernels::Numerics num : {kernels::Numerics::kExact, kernels::Numerics::kFast}) {
                 const bool fast = num == kernels::Numerics::kFast;
-                // kFast kernels: int8 VNNI for FP4, BF16 dot products for BF16 / FP8 (few tokens); elsewhere
+                // kFast kernels: int8 VNNI for FP4, BF16 dot products for BF16 / FP8; elsewhere
                 // it would repeat the exact row.
-                const bool has_fast = (f.format == F::kFp4Group && kernels::cpu::int8_supported()) ||
-                                      ((f.format == F::kBF16 || f.format == F::kFp8Block) &&
-                                       kernels::cpu::bf16_supported() && n <= 64);
+                const bool has_fast =
+                    (f.format == F::kFp4Group && kernels::cpu::int8_supported()) ||
+                    ((f.format == F::kBF16 || f.format == F::kFp8Block) && kernels::cpu::bf16_supported());
                 if (fast && !has_fast) continue;
                 const bool decode = n <= kernels::cpu::kGemvMaxTokens;
                 if ((only == "decode" && !decode) || (only == "prefill" && decode)) continue;

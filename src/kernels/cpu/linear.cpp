@@ -87,15 +87,25 @@ bool fast_fits(const MatmulArgs& a, Isa isa) {
 bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
-    if (num != Numerics::kFast || isa != Isa::kAvx512 || !bf16_supported() || w.cols % 32 != 0 ||
-        a.n > detail::kBf16MaxTokens)
-        return false;
+    if (num != Numerics::kFast || isa != Isa::kAvx512 || !bf16_supported() || w.cols % 32 != 0) return false;
     return w.format == core::WeightFormat::kBF16 ||
            (w.format == core::WeightFormat::kFp8Block && gemv_fits(a, 32));
 }
 
+// Token chunks of kBf16MaxTokens: each chunk's BF16 activations (64 x cols x 2 bytes: 512 KiB at 4096
+// columns) stay in L2 while the weights stream past once per chunk.
 void gemv_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     static const detail::Bf16Table k = detail::avx512_bf16_table();
+    if (a.n > detail::kBf16MaxTokens) {
+        for (int64_t t0 = 0; t0 < a.n; t0 += detail::kBf16MaxTokens) {
+            MatmulArgs c = a;
+            c.x = a.x + t0 * a.ldx;
+            c.y = a.y + t0 * a.ldy;
+            c.n = std::min(detail::kBf16MaxTokens, a.n - t0);
+            gemv_bf16(c, pool, serial);
+        }
+        return;
+    }
     const core::Weight& w = *a.w;
     const int64_t rows = a.row_end - a.row_begin;
     std::vector<float>& buf = scratch(3);
