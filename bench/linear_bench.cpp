@@ -149,57 +149,64 @@ int main(int argc, char** argv) {
                 "ms", "GB/s", "%read", "GFLOP/s", "%peak", "%same-rd");
     for (const Format& f : formats) {
         for (int64_t n : {1, 2, 4, 8, 32, 128, 512}) {
-            for (kernels::Numerics num : {kernels::Numerics::kExact, kernels::Numerics::kFast}) {
-                const bool fast = num == kernels::Numerics::kFast;
-                // kFast kernels: int8 VNNI for FP4, BF16 dot products for BF16 / FP8; elsewhere
-                // it would repeat the exact row.
-                const bool has_fast =
-                    (f.format == F::kFp4Group && kernels::cpu::int8_supported()) ||
-                    ((f.format == F::kBF16 || f.format == F::kFp8Block) && kernels::cpu::bf16_supported());
-                if (fast && !has_fast) continue;
-                const bool decode = n <= kernels::cpu::kGemvMaxTokens;
-                if ((only == "decode" && !decode) || (only == "prefill" && decode)) continue;
-                const int64_t rows = decode
-                                         ? static_cast<int64_t>(bytes / (f.bytes_per_weight * cols)) / 64 * 64
-                                         : int64_t{2048};
-                const core::Weight w = make(f, rows, cols, data.data(), scale.data());
-                kernels::MatmulArgs a = kernels::linear_args(x.data(), n, w, y.data());
-                a.pool = &pool;
-                a.numerics = num;
-                std::vector<kernels::cpu::Isa> run;
-                for (auto isa : isas)
-                    if ((!fast || isa == kernels::cpu::Isa::kAvx512) &&
-                        (decode || isa != kernels::cpu::Isa::kRef || explicit_isa))
-                        run.push_back(isa);
-                std::vector<std::vector<double>> t(run.size());
-                std::vector<double> rd;
-                for (auto isa : run) kernels::cpu::matmul_isa(a, isa); // warm-up: pages, scratch
-                for (int r = 0; r < reps; ++r) {
-                    for (size_t k = 0; k < run.size(); ++k) {
-                        const auto t0 = Clock::now();
-                        kernels::cpu::matmul_isa(a, run[k]);
-                        t[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-                    }
-                    if (decode) rd.push_back(stream_read_seconds(&pool, data.data(), w.stored_bytes()));
-                }
-                const double read_s = decode ? median(rd) : 0.0;
-                for (size_t k = 0; k < run.size(); ++k) {
-                    const double sec = median(t[k]);
-                    const double gbs = static_cast<double>(w.stored_bytes()) / sec / 1e9;
-                    const double gflops = 2.0 * n * rows * cols / sec / 1e9;
-                    char shape[32], same[16] = "-";
-                    std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(rows),
-                                  static_cast<long long>(cols));
-                    if (decode) std::snprintf(same, sizeof same, "%.1f%%", 100.0 * read_s / sec);
-                    // Peak: FP32 FMA for exact, int8 VNNI for fast.
-                    const double peak = fast ? lim.vnni_gop_s : lim.fma_gflop_s;
-                    std::printf("%-7s %-8s %-13s %5lld %-5s %8.2f %8.2f %6.1f%% %9.1f %6.1f%% %10s\n",
-                                kernels::cpu::isa_name(run[k]), f.name, shape, static_cast<long long>(n),
-                                fast ? "fast" : "exact", sec * 1e3, gbs, 100.0 * gbs / lim.read_gb_s, gflops,
-                                100.0 * gflops / peak, same);
-                }
-                std::fflush(stdout);
+            const bool decode = n <= kernels::cpu::kGemvMaxTokens;
+            if ((only == "decode" && !decode) || (only == "prefill" && decode)) continue;
+            // kFast kernels: int8 VNNI for FP4, BF16 dot products for BF16 / FP8; elsewhere it would repeat
+            // the exact row.
+            const bool has_fast =
+                (f.format == F::kFp4Group && kernels::cpu::int8_supported()) ||
+                ((f.format == F::kBF16 || f.format == F::kFp8Block) && kernels::cpu::bf16_supported());
+            const int64_t rows =
+                decode ? static_cast<int64_t>(bytes / (f.bytes_per_weight * cols)) / 64 * 64 : int64_t{2048};
+            const core::Weight w = make(f, rows, cols, data.data(), scale.data());
+            kernels::MatmulArgs a = kernels::linear_args(x.data(), n, w, y.data());
+            a.pool = &pool;
+            // Every (ISA, numerics) variant of this case, interleaved rep by rep with each other and, for
+            // decode, with a streaming read of the same bytes: exact and fast see the same machine.
+            struct Variant {
+                kernels::cpu::Isa isa;
+                kernels::Numerics num;
+            };
+            std::vector<Variant> run;
+            for (auto isa : isas)
+                if (decode || isa != kernels::cpu::Isa::kRef || explicit_isa)
+                    run.push_back({isa, kernels::Numerics::kExact});
+            for (auto isa : isas)
+                if (isa == kernels::cpu::Isa::kAvx512 && has_fast)
+                    run.push_back({isa, kernels::Numerics::kFast});
+            std::vector<std::vector<double>> t(run.size());
+            std::vector<double> rd;
+            for (const Variant& v : run) { // warm-up: pages, scratch
+                a.numerics = v.num;
+                kernels::cpu::matmul_isa(a, v.isa);
             }
+            for (int r = 0; r < reps; ++r) {
+                for (size_t k = 0; k < run.size(); ++k) {
+                    a.numerics = run[k].num;
+                    const auto t0 = Clock::now();
+                    kernels::cpu::matmul_isa(a, run[k].isa);
+                    t[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+                }
+                if (decode) rd.push_back(stream_read_seconds(&pool, data.data(), w.stored_bytes()));
+            }
+            const double read_s = decode ? median(rd) : 0.0;
+            for (size_t k = 0; k < run.size(); ++k) {
+                const bool fast = run[k].num == kernels::Numerics::kFast;
+                const double sec = median(t[k]);
+                const double gbs = static_cast<double>(w.stored_bytes()) / sec / 1e9;
+                const double gflops = 2.0 * n * rows * cols / sec / 1e9;
+                char shape[32], same[16] = "-";
+                std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(rows),
+                              static_cast<long long>(cols));
+                if (decode) std::snprintf(same, sizeof same, "%.1f%%", 100.0 * read_s / sec);
+                // Peak: FP32 FMA for exact, int8 VNNI for fast.
+                const double peak = fast ? lim.vnni_gop_s : lim.fma_gflop_s;
+                std::printf("%-7s %-8s %-13s %5lld %-5s %8.2f %8.2f %6.1f%% %9.1f %6.1f%% %10s\n",
+                            kernels::cpu::isa_name(run[k].isa), f.name, shape, static_cast<long long>(n),
+                            fast ? "fast" : "exact", sec * 1e3, gbs, 100.0 * gbs / lim.read_gb_s, gflops,
+                            100.0 * gflops / peak, same);
+            }
+            std::fflush(stdout);
         }
     }
     return 0;
