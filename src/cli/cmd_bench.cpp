@@ -234,13 +234,14 @@ int run_bench(const std::vector<std::string>& argv) {
         std::printf(
             "{\"model\": \"%s\", \"prompt_len\": %lld, \"gen\": %lld, \"batch\": %lld, \"threads\": %lld, "
             "\"repeats\": %lld, \"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"read_gb_s\": %.3f, "
-            "\"read_1stream_gb_s\": %.3f, \"fma_gflop_s\": %.2f, \"vnni_gop_s\": %.1f, \"isa\": \"%s\", "
+            "\"read_1stream_gb_s\": %.3f, \"read_4k_gb_s\": %.3f, \"fma_gflop_s\": %.2f, \"vnni_gop_s\": "
+            "%.1f, \"isa\": \"%s\", "
             "\"kernel_isa\": \"%s\", \"bytes_per_token\": %.0f, \"bytes_per_step\": %.0f, "
             "\"decode_roofline_tok_s\": %.4f, \"decode_fraction_of_roofline\": %.4f, "
             "\"flops_per_token\": %.0f, \"prefill_roofline_tok_s\": %.4f, "
             "\"prefill_fraction_of_roofline\": %.4f}\n",
             args->get("model")->c_str(), P, N, B, T, R, prefill_tps, decode_tps, lim.read_gb_s,
-            lim.read_1stream_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, lim.isa.c_str(),
+            lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, lim.isa.c_str(),
             kernels::cpu::isa_name(kernels::cpu::active_isa()), bytes_token, bytes_step, decode_ceiling,
             decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling);
         return 0;
@@ -251,10 +252,13 @@ int run_bench(const std::vector<std::string>& argv) {
                 static_cast<long long>(cfg.experts_per_tok), cfg.resident_weight_bytes / 1e6);
     std::printf("run: prompt %lld, gen %lld, batch %lld, threads %lld, median of %lld after a warm-up\n", P,
                 N, B, T, R);
-    std::printf("machine (%s, %lld threads): read %.1f GB/s over %.0f MiB (4 streams/thread; 1 stream %.1f), "
-                "FP32 FMA %.1f GFLOP/s, int8 VNNI %.0f GOP/s; kernels: %s\n",
-                lim.isa.c_str(), T, lim.read_gb_s, lim.buffer_bytes / 1048576.0, lim.read_1stream_gb_s,
-                lim.fma_gflop_s, lim.vnni_gop_s, kernels::cpu::isa_name(kernels::cpu::active_isa()));
+    std::printf(
+        "machine (%s, %lld threads): read %.1f GB/s over %.0f MiB (best streaming pattern; 1 stream "
+        "%.1f, 4 streams on 4 KiB pages %.1f), FP32 FMA %.1f GFLOP/s, int8 VNNI %.0f GOP/s; kernels: %s, "
+        "numerics: %s\n",
+        lim.isa.c_str(), T, lim.read_gb_s, lim.buffer_bytes / 1048576.0, lim.read_1stream_gb_s,
+        lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, kernels::cpu::isa_name(kernels::cpu::active_isa()),
+        kernels::cpu::numerics_name(kernels::cpu::default_numerics()));
     std::printf(
         "decode weight bytes: %.1f MB per token (dense %.1f MB + %lld experts x %.1f MB), %.1f MB per "
         "step of %lld\n",

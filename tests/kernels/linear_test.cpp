@@ -143,8 +143,15 @@ void check_case(const FormatCase& fc, int64_t rows, int64_t cols, int64_t n, cor
         EXPECT_LT(e, tolerance(num)) << cpu::isa_name(isa);
         // The int8 kernel really ran: its activation rounding shows (exact F32 sums are ~1e-14 off).
         if (num == Numerics::kFast && isa == Isa::kAvx512 && cpu::int8_supported() &&
-            n > cpu::kGemvMaxTokens && fc.format == F::kFp4Group && fc.bc == 32 && cols % 128 == 0) {
+            fc.format == F::kFp4Group && fc.bc == 32 && cols % 128 == 0) {
             EXPECT_GT(e, 1e-8) << "fast numerics did not take the int8 path";
+        }
+        // Likewise the BF16-activation path for BF16 / FP8 weights (whole 32-column pairs).
+        const bool fp8_bf16 =
+            fc.format == F::kFp8Block && fc.bc % 32 == 0 && fc.lo_scale >= 60 && fc.hi_scale <= 134;
+        if (num == Numerics::kFast && isa == Isa::kAvx512 && cpu::bf16_supported() &&
+            (fc.format == F::kBF16 || fp8_bf16) && cols % 32 == 0) {
+            EXPECT_GT(e, 1e-8) << "fast numerics did not take the BF16 path";
         }
         EXPECT_EQ(past, 0) << cpu::isa_name(isa) << " wrote past the row range";
     }
@@ -195,13 +202,16 @@ TEST_P(LinearHarness, RealDimsFewRows) {
         for (int64_t n : {1, 3, 8, 17}) check_case(fc, 13, cols, n, &pool, &rng);
 }
 
-// Numerics::kFast over the prefill token counts: int8 where the kernel exists (FP4 g32), exact elsewhere.
+// Numerics::kFast over the decode (int8 GEMV) and prefill (int8 GEMM) token counts: int8 where the kernel
+// exists (FP4 g32), exact elsewhere.
 TEST_P(LinearHarness, FastNumerics) {
     const FormatCase& fc = GetParam();
     core::ThreadPool pool(2);
     std::mt19937 rng(13);
-    const std::vector<Shape> shapes = {
-        {7, 128, {9, 17}}, {64, 256, {17, 64, 128, 512}}, {50, 4096, {17, 40}}};
+    const std::vector<Shape> shapes = {{7, 128, {1, 2, 3, 5, 8, 9, 17}},
+                                       {64, 256, {1, 4, 17, 64, 128, 512}},
+                                       {50, 4096, {1, 6, 17, 40}},
+                                       {21, 2048, {1, 2, 7}}};
     for (const Shape& s : shapes)
         for (int64_t n : s.tokens) check_case(fc, s.rows, s.cols, n, &pool, &rng, Numerics::kFast);
 }

@@ -79,8 +79,68 @@ bool fast_fits(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
     return num == Numerics::kFast && isa == Isa::kAvx512 && int8_supported() &&
-           w.format == core::WeightFormat::kFp4Group && w.block_cols == 32 && w.cols % detail::kQBlock == 0 &&
-           a.n > kGemvMaxTokens;
+           w.format == core::WeightFormat::kFp4Group && w.block_cols == 32 && w.cols % detail::kQBlock == 0;
+}
+
+// Numerics::kFast for BF16 and FP8-block weights where the CPU has AVX-512 BF16: whole 32-column pairs, FP8
+// scales in the GEMV's range, few tokens.
+bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
+    const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
+    const core::Weight& w = *a.w;
+    if (num != Numerics::kFast || isa != Isa::kAvx512 || !bf16_supported() || w.cols % 32 != 0) return false;
+    return w.format == core::WeightFormat::kBF16 ||
+           (w.format == core::WeightFormat::kFp8Block && gemv_fits(a, 32));
+}
+
+// Token chunks of kBf16MaxTokens: each chunk's BF16 activations (64 x cols x 2 bytes: 512 KiB at 4096
+// columns) stay in L2 while the weights stream past once per chunk.
+void gemv_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
+    static const detail::Bf16Table k = detail::avx512_bf16_table();
+    if (a.n > detail::kBf16MaxTokens) {
+        for (int64_t t0 = 0; t0 < a.n; t0 += detail::kBf16MaxTokens) {
+            MatmulArgs c = a;
+            c.x = a.x + t0 * a.ldx;
+            c.y = a.y + t0 * a.ldy;
+            c.n = std::min(detail::kBf16MaxTokens, a.n - t0);
+            gemv_bf16(c, pool, serial);
+        }
+        return;
+    }
+    const core::Weight& w = *a.w;
+    const int64_t rows = a.row_end - a.row_begin;
+    std::vector<float>& buf = scratch(3);
+    const auto need = static_cast<size_t>((a.n * w.cols + 1) / 2);
+    if (buf.size() < need) buf.resize(need);
+    auto* xb = reinterpret_cast<uint16_t*>(buf.data());
+    if (w.format == core::WeightFormat::kBF16) k.convert(a, xb);
+    const int64_t groups = (rows + 3) / 4;
+    auto body = [&](int64_t b, int64_t e) {
+        uint16_t* fold = nullptr;
+        if (w.format == core::WeightFormat::kFp8Block) {
+            std::vector<float>& f = scratch(2);
+            if (f.size() < need) f.resize(need);
+            fold = reinterpret_cast<uint16_t*>(f.data());
+        }
+        k.gemv(a, b * 4, std::min(e * 4, rows), xb, fold);
+    };
+    serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
+}
+
+// kFast decode: the int8 GEMV (activations quantized once, rows split over the pool in groups of 4).
+void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
+    static const detail::Int8Table q = detail::avx512_vnni_table();
+    const core::Weight& w = *a.w;
+    const int64_t rows = a.row_end - a.row_begin, nb = w.cols / detail::kQBlock;
+    std::vector<float>& buf = scratch(3);
+    const auto need = static_cast<size_t>(detail::gemv_q_scratch_floats(a.n, w.cols));
+    if (buf.size() < need) buf.resize(need);
+    auto* xq = reinterpret_cast<int8_t*>(buf.data());
+    auto* corr = reinterpret_cast<int32_t*>(buf.data() + a.n * w.cols / 4);
+    float* xs = buf.data() + a.n * w.cols / 4 + a.n * nb * 16;
+    q.quantize_gemv(a, xq, corr, xs);
+    const int64_t groups = (rows + 3) / 4;
+    auto body = [&](int64_t b, int64_t e) { q.gemv(a, b * 4, std::min(e * 4, rows), xq, corr, xs); };
+    serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
 }
 
 void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
@@ -192,8 +252,12 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     const detail::KernelTable& k = table(isa);
     // Small problems are not worth waking the pool.
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
+    if (fast_bf16_fits(a, isa)) {
+        gemv_bf16(a, pool, serial);
+        return;
+    }
     if (fast_fits(a, isa)) {
-        matmul_int8(a, pool, serial);
+        a.n <= kGemvMaxTokens ? gemv_int8(a, pool, serial) : matmul_int8(a, pool, serial);
         return;
     }
 
@@ -273,6 +337,10 @@ bool parse_numerics(std::string_view name, Numerics* numerics) {
 
 bool int8_supported() {
     return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
+}
+
+bool bf16_supported() {
+    return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
 }
 
 namespace detail {

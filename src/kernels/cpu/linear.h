@@ -39,6 +39,7 @@ const char* numerics_name(Numerics numerics); // "default", "exact", "fast"
 bool parse_numerics(std::string_view name, Numerics* numerics);
 // Whether this CPU has the int8 kernels kFast uses (AVX-512 VNNI); without them kFast computes exactly.
 bool int8_supported();
+bool bf16_supported(); // AVX-512 BF16 (vdpbf16ps): Numerics::kFast for BF16 weights
 
 // Token counts up to this use the GEMV kernels (weights decoded in registers, streamed once per 4 tokens);
 // larger ones the blocked GEMM (weights dequantized once per panel, reused by every token).

@@ -55,6 +55,15 @@ struct Isa {
         even = decode_e2m1(d, lut);
         odd = decode_e2m1(_mm256_srli_epi32(d, 4), lut);
     }
+    static V e8m0_vec(const uint8_t* p) {
+        const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+        __m256i b = _mm256_slli_epi32(s, 23);
+        b = _mm256_blendv_epi8(b, _mm256_set1_epi32(0x00400000),
+                               _mm256_cmpeq_epi32(s, _mm256_setzero_si256()));
+        b = _mm256_blendv_epi8(b, _mm256_set1_epi32(0x7fc00000),
+                               _mm256_cmpeq_epi32(s, _mm256_set1_epi32(255)));
+        return _mm256_castsi256_ps(b);
+    }
     // 4 bytes = 8 codes in column order.
     static V fp4_natural(const uint8_t* p, V lut) {
         int32_t b4;

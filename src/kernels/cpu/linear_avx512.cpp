@@ -48,6 +48,15 @@ struct Isa {
         even = _mm512_permutexvar_ps(d, lut);
         odd = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), lut);
     }
+    static V e8m0_vec(const uint8_t* p) {
+        const __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        __m512i b = _mm512_slli_epi32(s, 23);
+        b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(s, _mm512_setzero_si512()),
+                                  _mm512_set1_epi32(0x00400000));
+        b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(s, _mm512_set1_epi32(255)),
+                                  _mm512_set1_epi32(0x7fc00000));
+        return _mm512_castsi512_ps(b);
+    }
     // 8 bytes = 16 codes in column order.
     static V fp4_natural(const uint8_t* p, V lut) {
         const __m512i d = _mm512_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));

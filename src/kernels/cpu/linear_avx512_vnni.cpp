@@ -168,6 +168,125 @@ void quantize(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, uint8_
     }
 }
 
+// ------------------------------------------------------------------------------------------- GEMV
+// Decode: weights decoded in registers, read once. Per row and 128-column block: the 64 weight bytes split
+// into low / high nibbles, both through vpshufb on the 16-entry table of 2 x e2m1 + 12 (u8 in [0, 24]), two
+// vpdpbusd against the token's even / odd int8 activations, seeded with the token's -12 x sum correction:
+// int32 lane j holds columns 8j..8j+7, so 128-bit lane g is exactly 32-column group g. The group scales
+// (4 bytes, broadcast, vpshufb'd to one per 128-bit lane, shifted into a float's exponent: 2^(s - 127);
+// s == 0 reads as 0 and s == 255 as inf here) times the activation scale multiply the converted sums into
+// F32 accumulators.
+void quantize_gemv(const MatmulArgs& a, int8_t* xq, int32_t* corr, float* xs) {
+    const int64_t cols = a.w->cols, nb = cols / kQBlock;
+    for (int64_t t = 0; t < a.n; ++t) {
+        for (int64_t kb = 0; kb < nb; ++kb) {
+            const float* x = a.x + t * a.ldx + kb * kQBlock;
+            __m512 mx = _mm512_setzero_ps();
+            for (int c = 0; c < kQBlock; c += 16)
+                mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
+            const float amax = _mm512_reduce_max_ps(mx);
+            const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+            xs[t * nb + kb] = 0.5f * (amax / 127.0f);
+            alignas(64) int32_t q[kQBlock];
+            for (int c = 0; c < kQBlock; c += 16)
+                _mm512_store_si512(q + c, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), inv)));
+            int8_t* dst = xq + t * cols + kb * kQBlock;
+            int32_t* cr = corr + (t * nb + kb) * 16;
+            for (int j = 0; j < 16; ++j) {
+                int32_t sum = 0;
+                for (int k = 0; k < 4; ++k) {
+                    const int i = 4 * j + k; // byte i of the block: columns 2i (low nibble), 2i + 1 (high)
+                    dst[i] = static_cast<int8_t>(q[2 * i]);
+                    dst[64 + i] = static_cast<int8_t>(q[2 * i + 1]);
+                    sum += q[2 * i] + q[2 * i + 1];
+                }
+                cr[j] = -12 * sum;
+            }
+        }
+    }
+}
+
+template <int R, int T>
+void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t t0, const int8_t* xq, const int32_t* corr,
+                 const float* xs) {
+    const core::Weight& w = *a.w;
+    const int64_t cols = w.cols, nb = cols / kQBlock;
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    const __m512i sidx = _mm512_setr_epi32(
+        static_cast<int>(0x80808000u), static_cast<int>(0x80808000u), static_cast<int>(0x80808000u),
+        static_cast<int>(0x80808000u), static_cast<int>(0x80808001u), static_cast<int>(0x80808001u),
+        static_cast<int>(0x80808001u), static_cast<int>(0x80808001u), static_cast<int>(0x80808002u),
+        static_cast<int>(0x80808002u), static_cast<int>(0x80808002u), static_cast<int>(0x80808002u),
+        static_cast<int>(0x80808003u), static_cast<int>(0x80808003u), static_cast<int>(0x80808003u),
+        static_cast<int>(0x80808003u));
+    const uint8_t* wrow[R];
+    const uint8_t* srow[R];
+    for (int i = 0; i < R; ++i) {
+        wrow[i] = static_cast<const uint8_t*>(w.data) + (r + i) * (cols / 2);
+        srow[i] = w.scale + (r + i) * (cols / 32);
+    }
+    __m512 f[R][T];
+    for (int i = 0; i < R; ++i)
+        for (int t = 0; t < T; ++t) f[i][t] = _mm512_setzero_ps();
+    for (int64_t kb = 0; kb < nb; ++kb) {
+        __m512i xe[T], xo[T], c0[T];
+        __m512 xsb[T];
+        for (int t = 0; t < T; ++t) {
+            const int8_t* xt = xq + (t0 + t) * cols + kb * kQBlock;
+            xe[t] = _mm512_loadu_si512(xt);
+            xo[t] = _mm512_loadu_si512(xt + 64);
+            c0[t] = _mm512_loadu_si512(corr + ((t0 + t) * nb + kb) * 16);
+            xsb[t] = _mm512_set1_ps(xs[(t0 + t) * nb + kb]);
+        }
+        for (int i = 0; i < R; ++i) {
+            const __m512i b = _mm512_loadu_si512(wrow[i] + kb * 64);
+            const __m512i we = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
+            const __m512i wo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
+            int32_t s4;
+            __builtin_memcpy(&s4, srow[i] + kb * 4, 4);
+            const __m512 sv =
+                _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_shuffle_epi8(_mm512_set1_epi32(s4), sidx), 23));
+            for (int t = 0; t < T; ++t) {
+                const __m512i acc = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c0[t], we, xe[t]), wo, xo[t]);
+                f[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, xsb[t]), f[i][t]);
+            }
+        }
+    }
+    for (int i = 0; i < R; ++i)
+        for (int t = 0; t < T; ++t)
+            a.y[(t0 + t) * a.ldy + (r + i - a.row_begin)] = _mm512_reduce_add_ps(f[i][t]);
+}
+
+template <int R>
+void gemv_q_rows(const MatmulArgs& a, int64_t r, const int8_t* xq, const int32_t* corr, const float* xs) {
+    for (int64_t t0 = 0; t0 < a.n; t0 += 4) {
+        switch (min64(4, a.n - t0)) {
+        case 1:
+            gemv_q_tile<R, 1>(a, r, t0, xq, corr, xs);
+            break;
+        case 2:
+            gemv_q_tile<R, 2>(a, r, t0, xq, corr, xs);
+            break;
+        case 3:
+            gemv_q_tile<R, 3>(a, r, t0, xq, corr, xs);
+            break;
+        default:
+            gemv_q_tile<R, 4>(a, r, t0, xq, corr, xs);
+            break;
+        }
+    }
+}
+
+void gemv_q(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const int32_t* corr,
+            const float* xs) {
+    int64_t r = a.row_begin + r0;
+    const int64_t end = a.row_begin + r1;
+    for (; r + 4 <= end; r += 4) gemv_q_rows<4>(a, r, xq, corr, xs);
+    for (; r < end; ++r) gemv_q_rows<1>(a, r, xq, corr, xs);
+}
+
 } // namespace
 } // namespace deepinfer::kernels::cpu::detail::avx512vnni
 
@@ -176,6 +295,8 @@ Int8Table avx512_vnni_table() {
     Int8Table t;
     t.quantize = &avx512vnni::quantize;
     t.gemm = &avx512vnni::gemm_q;
+    t.quantize_gemv = &avx512vnni::quantize_gemv;
+    t.gemv = &avx512vnni::gemv_q;
     return t;
 }
 } // namespace deepinfer::kernels::cpu::detail

@@ -11,7 +11,8 @@
 //   fp8_raw(p)                   kW e4m3 bytes as floats scaled by 2^-120 (bit placement only; exact),
 //   fp4_lut()                    the e2m1 table (times a group scale, it is the `lut` below),
 //   fp4_pair(p, lut, even, odd)  2*kW e2m1 codes (kW bytes) through the table, even and odd columns,
-//   fp4_natural(p, lut)          kW e2m1 codes (kW/2 bytes) in column order.
+//   fp4_natural(p, lut)          kW e2m1 codes (kW/2 bytes) in column order,
+//   e8m0_vec(p)                  kW e8m0 scale bytes as floats 2^(s-127) (0: 2^-127, 255: NaN).
 
 #include <cstdint>
 
@@ -95,10 +96,23 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         const uint8_t* base = static_cast<const uint8_t*>(w.data);
         const int64_t bc = w.block_cols, sc = scale_cols(w);
         const V lut = I::fp4_lut();
+        // The group scales, W groups at a time, decoded as vectors into sf (then one broadcast load and one
+        // multiply per group and row, no scalar work).
+        alignas(64) float sf[R][W];
         for (int64_t c0 = 0; c0 < vec_cols; c0 += bc) {
-            const int64_t c1 = min64(vec_cols, c0 + bc);
+            const int64_t c1 = min64(vec_cols, c0 + bc), g = c0 / bc;
+            if (g % W == 0) {
+                for (int i = 0; i < R; ++i) {
+                    const uint8_t* srow = w.scale + (r + i) * sc;
+                    if (g + W <= sc) {
+                        I::storeu(sf[i], I::e8m0_vec(srow + g));
+                    } else {
+                        for (int64_t j = g; j < sc; ++j) sf[i][j - g] = e8m0(srow[j]);
+                    }
+                }
+            }
             V m[R];
-            for (int i = 0; i < R; ++i) m[i] = I::mul(lut, I::set1(e8m0(w.scale[(r + i) * sc + c0 / bc])));
+            for (int i = 0; i < R; ++i) m[i] = I::mul(lut, I::set1(sf[i][g % W]));
             for (int64_t c = c0; c < c1; c += 2 * W) {
                 V xe[T], xo[T];
                 for (int t = 0; t < T; ++t) {

@@ -46,11 +46,40 @@ using QuantizeFn = void (*)(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t
                             float* xs);
 using GemmQFn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const float* xs,
                          int64_t n_pad, float* scratch);
+// Numerics::kFast GEMV (a.n <= kGemvMaxTokens: decode), same weights: each token's activations quantized once
+// per call into xq [n, cols] int8 (per 128-column block the 64 even columns, then the 64 odd ones: the low
+// and high nibbles of the block's 64 weight bytes), xs [n, cols / kQBlock] (amax / 127 / 2: the table holds
+// 2 x e2m1) and corr [n, cols / kQBlock, 16] int32 (-12 x the sum of the 8 codes each int32 lane covers: the
+// weights go through vpdpbusd as u8 = 2 x e2m1 + 12). Then output rows [r0, r1) (relative to a.row_begin).
+using QuantizeGemvFn = void (*)(const MatmulArgs& a, int8_t* xq, int32_t* corr, float* xs);
+using GemvQFn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const int32_t* corr,
+                         const float* xs);
+// Floats of scratch for QuantizeGemvFn's three outputs (xq, then corr, then xs), each 64-byte aligned when
+// the scratch is.
+inline int64_t gemv_q_scratch_floats(int64_t n, int64_t cols) {
+    return n * cols / 4 + n * (cols / kQBlock) * 16 + n * (cols / kQBlock) + 32;
+}
 struct Int8Table {
     QuantizeFn quantize = nullptr;
     GemmQFn gemm = nullptr;
+    QuantizeGemvFn quantize_gemv = nullptr;
+    GemvQFn gemv = nullptr;
 };
 Int8Table avx512_vnni_table();
+
+// Numerics::kFast for BF16 and FP8-block weights on AVX-512 BF16 (cols % 32 == 0, FP8 blocks a multiple of
+// 32 columns with scales in the exact GEMV's range), a.n <= kBf16MaxTokens per call (the dispatcher runs
+// more tokens in chunks of that many): convert the activations to BF16 once into xb [n, cols] (uint16),
+// then output rows [r0, r1) with vdpbf16ps; FP8 also needs `fold`, per-thread room for [n, cols] uint16
+// (the activations times each row block's scales).
+constexpr int64_t kBf16MaxTokens = 64;
+using ConvertBf16Fn = void (*)(const MatmulArgs& a, uint16_t* xb);
+using GemvBf16Fn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb, uint16_t* fold);
+struct Bf16Table {
+    ConvertBf16Fn convert = nullptr;
+    GemvBf16Fn gemv = nullptr;
+};
+Bf16Table avx512_bf16_table();
 // Portable C++ (no ISA flags): one weight row dequantized at a time, dotted with every token.
 void matmul_generic(const MatmulArgs& a, core::ThreadPool* pool);
 KernelTable avx2_table();

@@ -1,0 +1,144 @@
+// Numerics::kFast for BF16 weights on AVX-512 BF16 (vdpbf16ps): the activations are rounded to BF16 once
+// per call (round to nearest even), the weights are used as stored (no decoding at all), and each
+// instruction multiplies 32 BF16 pairs into 16 F32 lanes (products exact, F32 accumulation; inputs
+// denormal in BF16 read as zero). Small token counts only (decode and batched decode, n <= kBf16MaxTokens):
+// 4 weight rows x up to 4 tokens per tile, so each weight byte comes from DRAM once and is reused from L1/L2
+// by the other token tiles. Compiled with -mavx512bf16; reached only when the CPU reports it.
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "core/weight.h"
+#include "kernels/cpu/linear_kernels.h"
+
+namespace deepinfer::kernels::cpu::detail::avx512bf16 {
+namespace {
+
+inline int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+
+inline __m512bh load_bh(const uint16_t* p) {
+    return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
+}
+
+// xb [n, cols] = the activations in BF16, column order (cols % 32 == 0).
+void convert(const MatmulArgs& a, uint16_t* xb) {
+    const int64_t cols = a.w->cols;
+    for (int64_t t = 0; t < a.n; ++t) {
+        const float* x = a.x + t * a.ldx;
+        for (int64_t c = 0; c < cols; c += 32) {
+            const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + c + 16), _mm512_loadu_ps(x + c));
+            _mm512_storeu_si512(xb + t * cols + c, reinterpret_cast<__m512i>(v));
+        }
+    }
+}
+
+// 32 weights of row p as BF16 pairs. FP8 e4m3: sign-extended to 16 bits, shifted left 4, masked 0x87f0:
+// the BF16 is the value x 2^-120 (the e4m3 subnormals land on BF16 denormals, which vdpbf16ps reads as
+// zero: fast mode drops weights below 2^-6 of their block scale).
+template <bool kFp8> inline __m512bh load_w(const void* base, int64_t off) {
+    if constexpr (kFp8) {
+        const __m512i b = _mm512_cvtepi8_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(base) + off)));
+        return reinterpret_cast<__m512bh>(
+            _mm512_and_si512(_mm512_slli_epi16(b, 4), _mm512_set1_epi16(static_cast<short>(0x87f0))));
+    } else {
+        return load_bh(static_cast<const uint16_t*>(base) + off);
+    }
+}
+
+template <bool kFp8, int R, int T>
+void tile(const MatmulArgs& a, int64_t r, int64_t t0, const uint16_t* xb, float out_scale) {
+    const core::Weight& w = *a.w;
+    const int64_t cols = w.cols;
+    __m512 acc[R][T];
+    for (int i = 0; i < R; ++i)
+        for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; c += 32) {
+        __m512bh xv[T];
+        for (int t = 0; t < T; ++t) xv[t] = load_bh(xb + (t0 + t) * cols + c);
+        for (int i = 0; i < R; ++i) {
+            const __m512bh wv = load_w<kFp8>(w.data, (r + i) * cols + c);
+            for (int t = 0; t < T; ++t) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv, xv[t]);
+        }
+    }
+    for (int i = 0; i < R; ++i)
+        for (int t = 0; t < T; ++t)
+            a.y[(t0 + t) * a.ldy + (r + i - a.row_begin)] = _mm512_reduce_add_ps(acc[i][t]) * out_scale;
+}
+
+template <bool kFp8, int R> void rows(const MatmulArgs& a, int64_t r, const uint16_t* xb, float out_scale) {
+    for (int64_t t0 = 0; t0 < a.n; t0 += 4) {
+        switch (min64(4, a.n - t0)) {
+        case 1:
+            tile<kFp8, R, 1>(a, r, t0, xb, out_scale);
+            break;
+        case 2:
+            tile<kFp8, R, 2>(a, r, t0, xb, out_scale);
+            break;
+        case 3:
+            tile<kFp8, R, 3>(a, r, t0, xb, out_scale);
+            break;
+        default:
+            tile<kFp8, R, 4>(a, r, t0, xb, out_scale);
+            break;
+        }
+    }
+}
+
+template <bool kFp8>
+void range(const MatmulArgs& a, int64_t r, int64_t end, const uint16_t* xb, float out_scale) {
+    for (; r + 4 <= end; r += 4) rows<kFp8, 4>(a, r, xb, out_scale);
+    for (; r < end; ++r) rows<kFp8, 1>(a, r, xb, out_scale);
+}
+
+inline float bits_f32(uint32_t b) {
+    float f;
+    __builtin_memcpy(&f, &b, 4);
+    return f;
+}
+
+// BF16 weights: xb is the converted activations. FP8 blocks: one row block at a time, the block scales
+// folded into a BF16 copy of the activations in `fold` [n, cols] (x * 2^(s - 127 + kFold), the sum times
+// 2^(120 - kFold)), as the exact FP8 GEMV does; the caller checked every scale is in [60, 134].
+constexpr int kFold = 60;
+void gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb, uint16_t* fold) {
+    const core::Weight& w = *a.w;
+    int64_t r = a.row_begin + r0;
+    const int64_t end = a.row_begin + r1;
+    if (w.format != core::WeightFormat::kFp8Block) {
+        range<false>(a, r, end, xb, 1.0f);
+        return;
+    }
+    const int64_t cols = w.cols, br = w.block_rows, bc = w.block_cols, sc = (cols + bc - 1) / bc;
+    const float out_scale = bits_f32(static_cast<uint32_t>(127 + 120 - kFold) << 23);
+    while (r < end) {
+        const int64_t stop = min64(end, (r / br + 1) * br);
+        const uint8_t* srow = w.scale + (r / br) * sc;
+        for (int64_t t = 0; t < a.n; ++t) {
+            const float* x = a.x + t * a.ldx;
+            for (int64_t c = 0; c < cols; c += 32) {
+                const __m512 f = _mm512_set1_ps(bits_f32(static_cast<uint32_t>(srow[c / bc] + kFold) << 23));
+                const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x + c + 16), f),
+                                                       _mm512_mul_ps(_mm512_loadu_ps(x + c), f));
+                _mm512_storeu_si512(fold + t * cols + c, reinterpret_cast<__m512i>(v));
+            }
+        }
+        range<true>(a, r, stop, fold, out_scale);
+        r = stop;
+    }
+}
+
+} // namespace
+} // namespace deepinfer::kernels::cpu::detail::avx512bf16
+
+namespace deepinfer::kernels::cpu::detail {
+Bf16Table avx512_bf16_table() {
+    Bf16Table t;
+    t.convert = &avx512bf16::convert;
+    t.gemv = &avx512bf16::gemv;
+    return t;
+}
+} // namespace deepinfer::kernels::cpu::detail
