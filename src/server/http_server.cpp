@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <malloc.h>
 #include <optional>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -199,6 +200,8 @@ size_t longest_json_string(std::string_view body) {
     return longest;
 }
 
+constexpr size_t kTrimAfterBodyBytes = 1u << 20;
+
 void install_routes(HttpServer::State& s) {
     httplib::Server& http = s.http;
     http.set_payload_max_length(s.config.max_body_bytes);
@@ -254,6 +257,17 @@ void install_routes(HttpServer::State& s) {
                 return s.send_error(req.path, shutting_down(), res);
             }
             std::string body;
+            // glibc keeps what this worker frees (a large body, its parse, its tokens) in the worker's arena:
+            // after a large request, however it ends, hand that back so idle workers do not each hold their
+            // last peak.
+            struct TrimAfter {
+                std::string& body;
+                ~TrimAfter() {
+                    if (body.capacity() <= kTrimAfterBodyBytes) return;
+                    std::string().swap(body);
+                    malloc_trim(0);
+                }
+            } trim{body};
             if (auto e = read_body(s.config, req, reader, body)) {
                 res.set_header("Connection", "close"); // the rest of the body is never read
                 return s.send_error(req.path, *e, res);

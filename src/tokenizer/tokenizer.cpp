@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "tokenizer/tokenizer_impl.h"
@@ -124,6 +126,9 @@ void Tokenizer::encode_segment(std::string_view text, std::vector<TokenId>& out)
     if (st.pieces.capacity() > kKeepPieces || st.next.capacity() > kKeepPieces ||
         st.matches.capacity() > kKeepPieces || st.arena.size() > kKeepPieces) {
         st = PreTokenizeState{};
+        // glibc keeps what a thread frees in that thread's arena (tens of MiB here, per thread): hand it
+        // back to the system now. Rare (huge inputs only) and a few ms.
+        malloc_trim(0);
     }
 }
 
