@@ -168,17 +168,33 @@ struct Range {
     int32_t n_valid;
 };
 
+// Floats as ints that order the same way (for the non-NaN ones): integer max/min reductions vectorize where
+// float ones do not (not associative under IEEE rules, as far as the compiler knows).
+inline int32_t ordered_int(float x) {
+    const int32_t i = std::bit_cast<int32_t>(x);
+    return i ^ ((i >> 31) & 0x7fffffff);
+}
+inline float from_ordered_int(int32_t i) {
+    return std::bit_cast<float>(i ^ ((i >> 31) & 0x7fffffff));
+}
+
 DI_SAMPLER_CLONES Range scan_range(const float* xs, int32_t vocab) {
-    float max_x = kNegInf, min_x = std::numeric_limits<float>::infinity();
+    int32_t max_i = std::numeric_limits<int32_t>::min(), min_i = std::numeric_limits<int32_t>::max();
     int32_t n_valid = 0;
+    // Valid: above -inf and not NaN, tested on the ints (a float comparison may trap on NaN, which keeps
+    // the compiler from vectorizing it): NaNs map above +inf or below -inf.
+    const int32_t lowest = ordered_int(kNegInf),
+                  highest = ordered_int(std::numeric_limits<float>::infinity());
     for (int32_t t = 0; t < vocab; ++t) {
-        const float x = xs[t];
-        const bool ok = x > kNegInf; // false for NaN too
-        max_x = std::max(max_x, ok ? x : kNegInf);
-        min_x = std::min(min_x, ok ? x : std::numeric_limits<float>::infinity());
+        const int32_t k = ordered_int(xs[t]);
+        const int32_t ok = static_cast<int32_t>(k > lowest) & static_cast<int32_t>(k <= highest);
+        const int32_t mask = -ok; // all ones for a valid logit
+        max_i = std::max(max_i, (k & mask) | (std::numeric_limits<int32_t>::min() & ~mask));
+        min_i = std::min(min_i, (k & mask) | (std::numeric_limits<int32_t>::max() & ~mask));
         n_valid += ok;
     }
-    return {max_x, min_x, n_valid};
+    if (n_valid == 0) return {kNegInf, std::numeric_limits<float>::infinity(), 0};
+    return {from_ordered_int(max_i), from_ordered_int(min_i), n_valid};
 }
 
 // One pass: each token's mass exp((x - max) / T) and its bucket by distance below the max (-1: masked).
@@ -195,6 +211,23 @@ DI_SAMPLER_CLONES void masses_and_buckets(const float* xs, int32_t vocab, float 
             std::bit_cast<int32_t>(d * scale + 12582912.0f) - std::bit_cast<int32_t>(12582912.0f);
         bucket[t] = static_cast<int16_t>(x > kNegInf ? std::min(num_buckets - 1, b) : -1);
     }
+}
+// Appends to `out` the tokens whose bucket is in [lo, hi] or is `extra`. Blocks of 64 are tested with a
+// vectorizable OR first: the (rare) hits cost a scalar look only in their block.
+DI_SAMPLER_CLONES void collect_buckets(const int16_t* bucket, int32_t vocab, int32_t lo, int32_t hi,
+                                       int32_t extra, std::vector<int32_t>& out) {
+    const uint32_t width = static_cast<uint32_t>(hi - lo);
+    auto wanted = [&](int16_t b) { return static_cast<uint32_t>(b - lo) <= width || b == extra; };
+    int32_t t = 0;
+    for (; t + 64 <= vocab; t += 64) {
+        int hit = 0;
+        for (int32_t i = t; i < t + 64; ++i) hit |= wanted(bucket[i]);
+        if (!hit) continue;
+        for (int32_t i = t; i < t + 64; ++i)
+            if (wanted(bucket[i])) out.push_back(i);
+    }
+    for (; t < vocab; ++t)
+        if (wanted(bucket[t])) out.push_back(t);
 }
 } // namespace
 
@@ -270,10 +303,7 @@ int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p,
     const int32_t extra = top_p ? cut : hi; // the cut bucket, when it is not in [lo, hi]
     sorted_.clear();
     const int16_t* bucket = bucket_.data();
-    for (int32_t t = 0; t < vocab; ++t) {
-        const int32_t b = bucket[t];
-        if ((b >= lo && b <= hi) || b == extra) sorted_.push_back(t);
-    }
+    collect_buckets(bucket, vocab, lo, hi, extra, sorted_);
     DI_CHECK(!sorted_.empty()); // bucket lo holds mass (the most likely token's, 1, at the least)
     std::sort(sorted_.begin(), sorted_.end(),
               [&](int32_t a, int32_t b) { return logit_before(processed[a], a, processed[b], b); });
