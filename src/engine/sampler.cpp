@@ -161,7 +161,17 @@ namespace {
 // The vectorizable passes, compiled for AVX-512 and AVX2 too (picked at load time): the engine is built for
 // baseline x86-64, and these passes are most of a sampled token's cost. Results are the same bits on every
 // ISA (no FMA contraction in ISO C++ mode; only elementwise IEEE operations).
+// Not under sanitizers: an ifunc resolver runs before their runtimes start (TSan crashes in it).
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define DI_SAMPLER_NO_CLONES 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) || defined(DI_SAMPLER_NO_CLONES)
+#define DI_SAMPLER_CLONES
+#else
 #define DI_SAMPLER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 
 struct Range {
     float max_x, min_x;
