@@ -40,7 +40,8 @@ GET /health, GET /metrics.
                             the loopback names when bound to loopback without an API key, else any)
   --served-model-name NAME  the model id clients send (default: the model directory's name)
   --max-inflight N          generation requests admitted at once; more get 429 (default 256)
-  --http-threads N          connections served at once (default 512)
+  --http-threads N          requests served at once (worker threads; a stream holds one; idle and slow
+                            connections hold none) (default 512)
   --max-n N                 largest n accepted (default 16)
   --drain-timeout SECONDS   on SIGTERM/SIGINT: in-flight requests get this long to finish before they are
                             ended with an error event (default 30); new ones get 503 meanwhile

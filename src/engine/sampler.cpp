@@ -157,19 +157,95 @@ inline float exp_in_range(float y) {
 }
 } // namespace
 
+namespace {
+// The vectorizable passes, compiled for AVX-512 and AVX2 too (picked at load time): the engine is built for
+// baseline x86-64, and these passes are most of a sampled token's cost. Results are the same bits on every
+// ISA (no FMA contraction in ISO C++ mode; only elementwise IEEE operations).
+// Not under sanitizers: an ifunc resolver runs before their runtimes start (TSan crashes in it).
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define DI_SAMPLER_NO_CLONES 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) || defined(DI_SAMPLER_NO_CLONES)
+#define DI_SAMPLER_CLONES
+#else
+#define DI_SAMPLER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+
+struct Range {
+    float max_x, min_x;
+    int32_t n_valid;
+};
+
+// Floats as ints that order the same way (for the non-NaN ones): integer max/min reductions vectorize where
+// float ones do not (not associative under IEEE rules, as far as the compiler knows).
+inline int32_t ordered_int(float x) {
+    const int32_t i = std::bit_cast<int32_t>(x);
+    return i ^ ((i >> 31) & 0x7fffffff);
+}
+inline float from_ordered_int(int32_t i) {
+    return std::bit_cast<float>(i ^ ((i >> 31) & 0x7fffffff));
+}
+
+DI_SAMPLER_CLONES Range scan_range(const float* xs, int32_t vocab) {
+    int32_t max_i = std::numeric_limits<int32_t>::min(), min_i = std::numeric_limits<int32_t>::max();
+    int32_t n_valid = 0;
+    // Valid: above -inf and not NaN, tested on the ints (a float comparison may trap on NaN, which keeps
+    // the compiler from vectorizing it): NaNs map above +inf or below -inf.
+    const int32_t lowest = ordered_int(kNegInf),
+                  highest = ordered_int(std::numeric_limits<float>::infinity());
+    for (int32_t t = 0; t < vocab; ++t) {
+        const int32_t k = ordered_int(xs[t]);
+        const int32_t ok = static_cast<int32_t>(k > lowest) & static_cast<int32_t>(k <= highest);
+        const int32_t mask = -ok; // all ones for a valid logit
+        max_i = std::max(max_i, (k & mask) | (std::numeric_limits<int32_t>::min() & ~mask));
+        min_i = std::min(min_i, (k & mask) | (std::numeric_limits<int32_t>::max() & ~mask));
+        n_valid += ok;
+    }
+    if (n_valid == 0) return {kNegInf, std::numeric_limits<float>::infinity(), 0};
+    return {from_ordered_int(max_i), from_ordered_int(min_i), n_valid};
+}
+
+// One pass: each token's mass exp((x - max) / T) and its bucket by distance below the max (-1: masked).
+DI_SAMPLER_CLONES void masses_and_buckets(const float* xs, int32_t vocab, float max_x, float inv_t,
+                                          float span, float scale, int32_t num_buckets, float* mass,
+                                          int16_t* bucket) {
+    for (int32_t t = 0; t < vocab; ++t) {
+        const float x = xs[t];
+        const float y = (x - max_x) * inv_t;
+        mass[t] = exp_in_range(y > -87.0f ? y : -87.0f); // NaN and -inf too (their masses are never read)
+        // Rounded rather than truncated (the same trick as exp_in_range): any monotone map will do.
+        const float d = std::min(span, (max_x - x) * inv_t); // NaN -> span
+        const int32_t b =
+            std::bit_cast<int32_t>(d * scale + 12582912.0f) - std::bit_cast<int32_t>(12582912.0f);
+        bucket[t] = static_cast<int16_t>(x > kNegInf ? std::min(num_buckets - 1, b) : -1);
+    }
+}
+// Appends to `out` the tokens whose bucket is in [lo, hi] or is `extra`. Blocks of 64 are tested with a
+// vectorizable OR first: the (rare) hits cost a scalar look only in their block.
+DI_SAMPLER_CLONES void collect_buckets(const int16_t* bucket, int32_t vocab, int32_t lo, int32_t hi,
+                                       int32_t extra, std::vector<int32_t>& out) {
+    const uint32_t width = static_cast<uint32_t>(hi - lo);
+    auto wanted = [&](int16_t b) { return static_cast<uint32_t>(b - lo) <= width || b == extra; };
+    int32_t t = 0;
+    for (; t + 64 <= vocab; t += 64) {
+        int hit = 0;
+        for (int32_t i = t; i < t + 64; ++i) hit |= wanted(bucket[i]);
+        if (!hit) continue;
+        for (int32_t i = t; i < t + 64; ++i)
+            if (wanted(bucket[i])) out.push_back(i);
+    }
+    for (; t < vocab; ++t)
+        if (wanted(bucket[t])) out.push_back(t);
+}
+} // namespace
+
 int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p, double u) {
     const int32_t vocab = static_cast<int32_t>(processed.size());
     const float inv_t = 1.0f / std::max(p.temperature, 1e-5f);
-    // NaN (a broken model) and -inf (masked) never win a draw. Branch-free passes, so they vectorize.
-    float max_x = kNegInf, min_x = std::numeric_limits<float>::infinity();
-    int32_t n_valid = 0;
-    for (int32_t t = 0; t < vocab; ++t) {
-        const float x = processed[t];
-        const bool ok = x > kNegInf; // false for NaN too
-        max_x = std::max(max_x, ok ? x : kNegInf);
-        min_x = std::min(min_x, ok ? x : std::numeric_limits<float>::infinity());
-        n_valid += ok;
-    }
+    // NaN (a broken model) and -inf (masked) never win a draw.
+    auto [max_x, min_x, n_valid] = scan_range(processed.data(), vocab);
     if (n_valid == 0) return argmax(processed);
     // top-k by partial selection: the k-th candidate bounds the rest.
     float kth_x = kNegInf;
@@ -193,22 +269,8 @@ int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p,
     max_logit_ = max_x;
     min_p_ = 0.0f;
     last_bucket_ = num_buckets - 1;
-    const float* xs = processed.data();
-    float* mass = mass_.data();
-    int16_t* bucket = bucket_.data();
-    // The one exp per token, in two vectorized passes (masked tokens' masses are never read).
-    for (int32_t t = 0; t < vocab; ++t) {
-        const float y = (xs[t] - max_x) * inv_t;
-        mass[t] = y > -87.0f ? y : -87.0f; // NaN and -inf too
-    }
-    for (int32_t t = 0; t < vocab; ++t) mass[t] = exp_in_range(mass[t]);
-    for (int32_t t = 0; t < vocab; ++t) {
-        // Rounded rather than truncated (the same trick as exp_in_range): any monotone map will do.
-        const float d = std::min(span, (max_x - xs[t]) * inv_t); // NaN -> span
-        const int32_t b =
-            std::bit_cast<int32_t>(d * scale + 12582912.0f) - std::bit_cast<int32_t>(12582912.0f);
-        bucket[t] = static_cast<int16_t>(xs[t] > kNegInf ? std::min(num_buckets - 1, b) : -1);
-    }
+    masses_and_buckets(processed.data(), vocab, max_x, inv_t, span, scale, num_buckets, mass_.data(),
+                       bucket_.data());
     if (kth_t < vocab) {
         for (int32_t t = 0; t < vocab; ++t) {
             const float x = processed[t];
@@ -219,15 +281,75 @@ int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p,
         }
     }
     bucket_mass_.assign(num_buckets, 0.0);
-    double total = 0.0;
     for (int32_t t = 0; t < vocab; ++t) {
         if (bucket_[t] < 0) continue;
         bucket_mass_[bucket_[t]] += mass_[t];
     }
+    double total = 0.0;
     for (double m : bucket_mass_) total += m;
-    bool refilter = false;
-    // top-p: the smallest most-likely-first prefix whose mass reaches top_p (at least one token). Whole
-    // buckets before the cut are kept; only the cut bucket is sorted.
+    if (p.min_p > 0.0f) return draw_min_p(processed, p, u, total);
+
+    // The buckets the draw can land in. With top-p the kept mass is known only once the cut bucket (where
+    // the most-likely-first prefix reaches top_p) is sorted; it lies between the mass before that bucket
+    // and the mass through it, so u's share of it lies in the buckets [lo, hi] between u times each. One
+    // scan collects those and the cut bucket, one sort orders them.
+    const bool top_p = p.top_p < 1.0f;
+    int32_t cut = num_buckets - 1;
+    double before_cut = 0.0; // mass of the buckets before `cut`
+    const double goal = p.top_p * total;
+    if (top_p) {
+        cut = 0;
+        while (cut < num_buckets - 1 && before_cut + bucket_mass_[cut] < goal)
+            before_cut += bucket_mass_[cut++];
+    }
+    const double lo_target = top_p ? u * before_cut : u * total;
+    const double hi_target = top_p ? u * (before_cut + bucket_mass_[cut]) : u * total;
+    int32_t lo = 0;
+    double before_lo = 0.0;
+    while (lo < cut && before_lo + bucket_mass_[lo] <= lo_target) before_lo += bucket_mass_[lo++];
+    int32_t hi = lo;
+    for (double before_hi = before_lo; hi < cut && before_hi + bucket_mass_[hi] <= hi_target;)
+        before_hi += bucket_mass_[hi++];
+    const int32_t extra = top_p ? cut : hi; // the cut bucket, when it is not in [lo, hi]
+    sorted_.clear();
+    const int16_t* bucket = bucket_.data();
+    collect_buckets(bucket, vocab, lo, hi, extra, sorted_);
+    DI_CHECK(!sorted_.empty()); // bucket lo holds mass (the most likely token's, 1, at the least)
+    std::sort(sorted_.begin(), sorted_.end(),
+              [&](int32_t a, int32_t b) { return logit_before(processed[a], a, processed[b], b); });
+    // [0, first_cut): the buckets [lo, hi] before the cut one; [first_cut, keep): the cut bucket's tokens
+    // inside the top-p prefix (the smallest most-likely-first prefix reaching top_p, at least one token).
+    size_t first_cut = sorted_.size(), keep = sorted_.size();
+    double kept_total = total;
+    if (top_p) {
+        first_cut = 0;
+        while (first_cut < sorted_.size() && bucket[sorted_[first_cut]] < cut) ++first_cut;
+        double cum = before_cut, cut_mass = 0.0;
+        keep = first_cut;
+        while (keep < sorted_.size() && (cum < goal || keep == first_cut)) {
+            cum += mass_[sorted_[keep]];
+            cut_mass += mass_[sorted_[keep++]];
+        }
+        kept_total = before_cut + cut_mass;
+    }
+    // The inverse-CDF draw, walking from bucket lo on.
+    const double target = u * kept_total;
+    double cum = before_lo;
+    const size_t walk_end = hi == cut ? keep : first_cut;
+    for (size_t i = 0; i < walk_end; ++i) {
+        cum += mass_[sorted_[i]];
+        if (target < cum) return sorted_[i];
+    }
+    // Rounding left u above the cumulative sum: the least likely token walked.
+    return sorted_[walk_end > 0 ? walk_end - 1 : 0];
+}
+
+// min-p drops tokens anywhere below a fraction of the most likely token's mass: the buckets are recounted
+// over the tokens still kept, then the draw walks them.
+int32_t Sampler::draw_min_p(std::span<const float> processed, const SamplingParams& p, double u,
+                            double total) {
+    const int32_t vocab = static_cast<int32_t>(processed.size());
+    const int32_t num_buckets = static_cast<int32_t>(bucket_mass_.size());
     if (p.top_p < 1.0f) {
         const double goal = p.top_p * total;
         double cum = 0.0;
@@ -236,30 +358,18 @@ int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p,
         gather_bucket(processed, cut);
         size_t keep = 0;
         while (keep < sorted_.size() && (cum < goal || keep == 0)) cum += mass_[sorted_[keep++]];
-        double cut_mass = 0.0;
-        for (size_t i = 0; i < keep; ++i) cut_mass += mass_[sorted_[i]];
         for (size_t i = keep; i < sorted_.size(); ++i) bucket_[sorted_[i]] = -1;
         last_bucket_ = cut;
-        bucket_mass_[cut] = cut_mass;
-        std::fill(bucket_mass_.begin() + cut + 1, bucket_mass_.end(), 0.0);
     }
-    // min-p: relative to the most likely token, whose mass is exp(0) = 1 (always kept).
-    if (p.min_p > 0.0f) {
-        min_p_ = p.min_p;
-        refilter = true;
-    }
+    // Relative to the most likely token, whose mass is exp(0) = 1 (always kept).
+    min_p_ = p.min_p;
     double kept_total = 0.0;
-    for (double m : bucket_mass_) kept_total += m;
-    if (refilter) { // min-p drops tokens anywhere: recount
-        kept_total = 0.0;
-        std::fill(bucket_mass_.begin(), bucket_mass_.end(), 0.0);
-        for (int32_t t = 0; t < vocab; ++t) {
-            if (!kept(processed, t)) continue;
-            bucket_mass_[bucket_[t]] += mass_[t];
-            kept_total += mass_[t];
-        }
+    std::fill(bucket_mass_.begin(), bucket_mass_.end(), 0.0);
+    for (int32_t t = 0; t < vocab; ++t) {
+        if (!kept(processed, t)) continue;
+        bucket_mass_[bucket_[t]] += mass_[t];
+        kept_total += mass_[t];
     }
-    // The inverse-CDF draw: locate the bucket holding u's share of the mass, then walk its tokens in order.
     const double target = u * kept_total;
     double cum = 0.0;
     int32_t b = 0, last = 0;
@@ -276,7 +386,7 @@ int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p,
             if (target < cum) return t;
         }
     }
-    return sorted_.back(); // rounding left u above the cumulative sum: the least likely kept token
+    return sorted_.back();
 }
 
 SampleResult Sampler::sample(const SampleInput& in) {

@@ -51,6 +51,9 @@ public:
     static TokenLogprob logprob_of(std::span<const float> logits, int32_t token, int32_t top_n);
 
 private:
+    // draw() with min_p > 0, after the buckets are counted (`total`: the mass of every candidate).
+    int32_t draw_min_p(std::span<const float> processed, const SamplingParams& params, double u,
+                       double total);
     // The tokens of `bucket` that are still kept, most likely first, into sorted_.
     void gather_bucket(std::span<const float> processed, int32_t bucket);
     bool kept(std::span<const float> processed, int32_t t) const;
@@ -61,7 +64,7 @@ private:
     std::vector<int16_t> bucket_; // -1: not a candidate (masked, NaN, outside top-k, or past the top-p cut)
     std::vector<float> mass_;     // exp(scaled logit - max)
     std::vector<double> bucket_mass_;             // [buckets]
-    std::vector<int32_t> sorted_;                 // one bucket's tokens
+    std::vector<int32_t> sorted_;                 // the few buckets' tokens the draw needs, sorted
     std::vector<std::pair<float, int32_t>> topk_; // top-k selection
     float max_logit_ = 0.0f;
     float min_p_ = 0.0f;

@@ -5,7 +5,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <malloc.h>
 #include <optional>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <thread>
 
@@ -20,6 +23,11 @@ HttpServer::State::State(Backend& b, ServerConfig c) : backend(b), config(std::m
     limits.vocab_size = backend.vocab_size();
     limits.max_n = config.max_n;
     limits.chat_defaults = config.chat_defaults;
+    // No token decodes to more than `longest` bytes, so no text longer than context × longest (doubled and
+    // padded for normalizers that shrink text, as the backend does) can fit in the context.
+    size_t longest = 1;
+    for (int t = 0; t < backend.vocab_size(); ++t) longest = std::max(longest, backend.token_text(t).size());
+    max_string_bytes = 2 * longest * static_cast<size_t>(std::max(0, backend.context_length())) + 4096;
     start_time =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
@@ -152,6 +160,9 @@ std::optional<ApiError> read_body(const ServerConfig& c, const httplib::Request&
         body.shrink_to_fit();
         return too_large();
     }
+    // The transport's reads also stop at the body deadline (a client sending nothing more): a read that
+    // failed that late is the same timeout.
+    if (!ok && std::chrono::steady_clock::now() + std::chrono::milliseconds(100) >= deadline) too_slow = true;
     if (too_slow) {
         return ApiError{408, "invalid_request_error",
                         "request body not received within " + std::to_string(c.body_timeout_ms) + " ms", "",
@@ -161,15 +172,42 @@ std::optional<ApiError> read_body(const ServerConfig& c, const httplib::Request&
     return std::nullopt;
 }
 
+// A lower bound on the decoded length of the longest JSON string in `body` (each escape counted as one
+// byte). One pass, no allocation: a body is measured before it is parsed. Not a validator: a malformed
+// body is the parser's to refuse.
+size_t longest_json_string(std::string_view body) {
+    size_t longest = 0;
+    const char* p = body.data();
+    const char* const end = p + body.size();
+    auto find = [&end](const char* from, const char* to, char c) {
+        const void* hit = std::memchr(from, c, static_cast<size_t>(to - from));
+        return hit ? static_cast<const char*>(hit) : to;
+    };
+    while ((p = find(p, end, '"')) < end) {
+        ++p; // inside a string, up to its closing quote
+        size_t n = 0;
+        for (;;) {
+            const char* quote = find(p, end, '"');
+            const char* escape = find(p, quote, '\\');
+            n += static_cast<size_t>(escape - p);
+            p = escape;
+            if (escape == quote) break;
+            // "\uXXXX" is 6 bytes for at least one decoded byte, any other escape 2 for 1
+            p += p + 1 < end && p[1] == 'u' ? std::min<ptrdiff_t>(6, end - p)
+                                            : std::min<ptrdiff_t>(2, end - p);
+            ++n;
+        }
+        longest = std::max(longest, n);
+        if (p < end) ++p; // the closing quote
+    }
+    return longest;
+}
+
+constexpr size_t kTrimAfterBodyBytes = 1u << 20;
+
 void install_routes(HttpServer::State& s) {
     httplib::Server& http = s.http;
-    http.new_task_queue = [n = s.config.http_threads] { return new httplib::ThreadPool(n); };
     http.set_payload_max_length(s.config.max_body_bytes);
-    http.set_keep_alive_max_count(1000);
-    http.set_keep_alive_timeout(5);
-    http.set_read_timeout(60);
-    http.set_write_timeout(60);
-    http.set_tcp_nodelay(true);
 
     http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
         // /health stays open to probes by address; everything else answers only to the allowed names.
@@ -234,9 +272,33 @@ void install_routes(HttpServer::State& s) {
                 return s.send_error(req.path, shutting_down(), res);
             }
             std::string body;
+            // glibc keeps what this worker frees (a large body, its parse, its tokens) in the worker's arena:
+            // after a large request, however it ends, hand that back so idle workers do not each hold their
+            // last peak.
+            struct TrimAfter {
+                std::string& body;
+                ~TrimAfter() {
+                    if (body.capacity() <= kTrimAfterBodyBytes) return;
+                    std::string().swap(body);
+                    malloc_trim(0);
+                }
+            } trim{body};
             if (auto e = read_body(s.config, req, reader, body)) {
                 res.set_header("Connection", "close"); // the rest of the body is never read
                 return s.send_error(req.path, *e, res);
+            }
+            // A string too long to fit in the context (a prompt, a message, anything: none is useful past
+            // that) is refused before the body is parsed, rendered or tokenized.
+            if (size_t n = longest_json_string(body); n > s.max_string_bytes) {
+                return s.send_error(req.path,
+                                    ApiError{413, "invalid_request_error",
+                                             "a string of at least " + std::to_string(n) +
+                                                 " bytes cannot fit in the context of " +
+                                                 std::to_string(s.backend.context_length()) +
+                                                 " tokens (at most " + std::to_string(s.max_string_bytes) +
+                                                 " bytes are tokenized)",
+                                             "", "context_length_exceeded"},
+                                    res);
             }
             handler(s, body, res);
         };
@@ -269,6 +331,13 @@ HttpServer::HttpServer(Backend& backend, ServerConfig config)
     // A client that closes its socket mid-write must not kill the process.
     std::signal(SIGPIPE, SIG_IGN);
     install_routes(*state_);
+    const ServerConfig& c = state_->config;
+    TransportConfig t;
+    t.max_workers = c.http_threads;
+    t.header_timeout_ms = c.header_timeout_ms;
+    t.keep_alive_timeout_ms = c.keep_alive_timeout_ms;
+    t.body_timeout_ms = c.body_timeout_ms;
+    state_->transport = std::make_unique<HttpTransport>(state_->http, t);
 }
 
 HttpServer::~HttpServer() {
@@ -286,6 +355,13 @@ void listen_socket_options(socket_t sock) {
 
 core::Result<int> HttpServer::bind() {
     const ServerConfig& c = state_->config;
+    // Every open connection is a file descriptor (a slow client costs nothing else): allow as many as the
+    // hard limit does.
+    rlimit fds{};
+    if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
+        fds.rlim_cur = fds.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &fds);
+    }
     // httplib listens with a backlog of 5, which resets connections when hundreds arrive at once: catch the
     // listening socket as it is created and listen again with a deep backlog.
     int listen_fd = -1;
@@ -308,8 +384,7 @@ core::Result<int> HttpServer::bind() {
 }
 
 core::Status HttpServer::serve() {
-    if (!state_->http.listen_after_bind()) return core::unavailable("the HTTP server stopped with an error");
-    return core::Status();
+    return state_->transport->run();
 }
 
 void HttpServer::shutdown(const std::string& reason) {
@@ -334,10 +409,9 @@ void HttpServer::shutdown(const std::string& reason) {
 }
 
 void HttpServer::stop() {
-    // httplib stops accepting, ends streams at their next chunk (the provider loop checks for shutdown) and
-    // joins its threads; an idle keep-alive connection holds its thread up to the keep-alive timeout (5 s).
-    // Shutting such sockets down from here would race with httplib closing them (TSan), so we wait.
-    if (state_->http.is_running()) state_->http.stop();
+    // serve() then stops accepting, ends streams at their next chunk (httplib's provider loop checks the
+    // listening socket), closes idle connections and joins the workers before it returns.
+    state_->transport->stop();
 }
 
 } // namespace deepinfer::server

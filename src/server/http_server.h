@@ -1,8 +1,9 @@
 #pragma once
-// The OpenAI-compatible HTTP server: cpp-httplib (HTTP/1.1, keep-alive, a thread per connection) in
-// front of a Backend. HTTP threads parse and validate, render and tokenize, then hand requests to the
-// engine loop (Backend::submit is a thread-safe queue) and turn the engine's token deltas into
-// responses or SSE streams themselves.
+// The OpenAI-compatible HTTP server in front of a Backend: HTTP/1.1 with keep-alive; one epoll thread holds
+// connections until a request header has arrived (http_transport.h), then a worker thread runs cpp-httplib's
+// request processing on it. Workers parse and validate, render and tokenize, then hand requests to the
+// engine loop (Backend::submit is a thread-safe queue) and turn the engine's token deltas into responses or
+// SSE streams themselves.
 
 #include <memory>
 #include <string>
@@ -23,9 +24,11 @@ struct ServerConfig {
     std::vector<std::string> allowed_hosts;
     std::string served_model_name;     // empty: the backend's model name
     int max_inflight = 256;            // generation requests admitted at once; beyond that -> 429
-    int http_threads = 512;            // connections served at once (streams hold one each)
+    int http_threads = 512;            // requests served at once (a worker thread each; streams hold theirs)
     size_t max_body_bytes = 32u << 20; // enforced while reading, chunked bodies included -> 413
     int body_timeout_ms = 30000;       // a request body must arrive within this -> 408
+    int header_timeout_ms = 10000;     // a request header must arrive within this of its first byte -> 408
+    int keep_alive_timeout_ms = 5000;  // an idle connection (no byte of a request yet) is closed after this
     int drain_timeout_ms = 30000;      // shutdown(): in-flight requests get this long to finish
     int heartbeat_ms = 500;         // idle streams write a keep-alive this often, which detects disconnects
     bool enable_test_hooks = false; // honour deepinfer_test.forced_output (tests only)

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -11,6 +12,7 @@
 
 #include "server/api_error.h"
 #include "server/http_server.h"
+#include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/request_parser.h"
 
@@ -21,6 +23,7 @@ struct HttpServer::State {
     ServerConfig config;
     std::string model_name;
     ParserLimits limits;
+    size_t max_string_bytes = 0; // a longer JSON string in a request cannot fit in the context
     ServerMetrics metrics;
     std::atomic<int> inflight{0};
     std::atomic<bool> draining{false}; // shutting down: no new generation requests
@@ -28,7 +31,8 @@ struct HttpServer::State {
     std::atomic<uint64_t> next_id{1};
     long long start_time = 0;
     int port = 0; // bound port
-    httplib::Server http;
+    HttplibServer http;
+    std::unique_ptr<HttpTransport> transport; // accepts connections and runs http on them
 
     State(Backend& b, ServerConfig c);
     void send_error(const std::string& endpoint, const ApiError& e, httplib::Response& res);

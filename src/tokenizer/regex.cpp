@@ -96,6 +96,7 @@ void Regex::find_all(std::string_view subject, std::vector<Match>& out) const {
         spans.clear();
         impl_->builtin->find_all(subject, spans);
         for (const auto& sp : spans) out.push_back({sp.start, sp.end});
+        if (spans.capacity() > (1u << 16)) spans = {}; // a huge subject's scratch is not kept per thread
         return;
     }
     ThreadScratch& s = scratch();

@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "tokenizer/tokenizer_impl.h"
@@ -118,6 +120,16 @@ void Tokenizer::encode_segment(std::string_view text, std::vector<TokenId>& out)
     st.pieces.push_back(text);
     im.pre_tokenizer->apply(st);
     for (std::string_view piece : st.pieces) im.bpe->tokenize(piece, out);
+    // The scratch keeps its capacity for the next call, up to a bound: a 10 MiB prompt grows it to
+    // ~190 MiB, which must not stay resident in this (HTTP worker) thread after the request.
+    constexpr std::size_t kKeepPieces = 1 << 16; // ~1 MiB of string_views
+    if (st.pieces.capacity() > kKeepPieces || st.next.capacity() > kKeepPieces ||
+        st.matches.capacity() > kKeepPieces || st.arena.size() > kKeepPieces) {
+        st = PreTokenizeState{};
+        // glibc keeps what a thread frees in that thread's arena (tens of MiB here, per thread): hand it
+        // back to the system now. Rare (huge inputs only) and a few ms.
+        malloc_trim(0);
+    }
 }
 
 std::string Tokenizer::decode(std::span<const TokenId> ids, bool skip_special_tokens) const {

@@ -3,8 +3,8 @@
 # per-token work is the real model's): `deepinfer generate --input-jsonl` with 1 and with 200 requests,
 # greedy (temperature 0) and sampled (temperature 1, top_p 0.9, no top_k), each taken in the same run.
 #   tools/bench/sampling.sh [path/to/deepinfer] [max_tokens]
-# Prints the median of 3 interleaved runs: generated tokens/s per case and the sampled/greedy ratio
-# (docs/benchmarks.md).
+# Prints the median of 3 interleaved runs: generated tokens/s per case and the sampled/greedy ratio (the
+# median of the per-run ratios), then every run's pair, to show the noise (docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin="${1:-build/release/src/cli/deepinfer}"
@@ -47,5 +47,8 @@ for streams in 1 200; do
     s=$(run "$streams" 1)
     gs+=("$g") ss+=("$s") rs+=("$(python3 -c "print($s / $g)")")
   done
-  printf "%-8s %12s %12s %8.2f\n" "$streams" "$(median "${gs[@]}")" "$(median "${ss[@]}")" "$(median "${rs[@]}")"
+  printf "%-8s %12s %12s %8.2f   runs (greedy/sampled):" "$streams" "$(median "${gs[@]}")" "$(median "${ss[@]}")" \
+    "$(median "${rs[@]}")"
+  for i in 0 1 2; do printf " %s/%s" "${gs[$i]}" "${ss[$i]}"; done
+  echo
 done
