@@ -1,9 +1,11 @@
 #pragma once
 // The narrow surface the server needs from the rest of deepinfer: prompt rendering and tokenization,
 // an engine that takes token-id requests and streams token deltas back, incremental detokenization, and
-// the DeepSeek output parser (reasoning / content / DSML tool calls). The server owns everything else
-// (HTTP, OpenAI schemas, stop strings, metrics). engine_backend.cpp binds it to the real engine and
-// tokenizer; fake_backend.cpp is a small deterministic stand-in for tests.
+// the DeepSeek output parser (reasoning / content / DSML tool calls). It speaks the engine's and the
+// tokenizer's own types (engine::Request / RequestOutput / SamplingParams, tokenizer::Conversation): the
+// server declares none of its own. The server owns everything else (HTTP, OpenAI schemas, stop strings,
+// metrics). engine_backend.cpp binds it to the real engine and tokenizer; tests/server/fake_backend.cpp
+// is a small deterministic stand-in, linked only into tests.
 
 #include <cstdint>
 #include <functional>

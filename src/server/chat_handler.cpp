@@ -74,20 +74,7 @@ void handle_chat(HttpServer::State& s, const std::string& body, httplib::Respons
     auto parsed = parse_chat_request(body, s.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     ChatRequest& r = std::get<ChatRequest>(parsed);
-    if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);
-    if (!r.common.forced_output.empty() && !s.config.enable_test_hooks) {
-        return s.send_error(kEndpoint, invalid_param("deepinfer_test", "test hooks are disabled"), res);
-    }
-    if (const OutputConstraint& c = r.common.constraint; c.kind != OutputConstraint::Kind::kNone) {
-        if (core::Status st = s.backend.check_constraint(c); !st.ok()) {
-            return s.send_error(
-                kEndpoint,
-                st.code() == core::StatusCode::kInvalidArgument
-                    ? invalid_param(c.field, "'" + c.field + "' cannot be enforced: " + st.message())
-                    : from_status(st, c.field),
-                res);
-        }
-    }
+    if (auto e = s.check_request(r.common)) return s.send_error(kEndpoint, *e, res);
     auto prompt = s.backend.render_chat(r.prompt);
     if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
     int n_prompt = static_cast<int>(prompt->size());

@@ -91,20 +91,7 @@ void handle_completion(HttpServer::State& s, const std::string& body, httplib::R
     auto parsed = parse_completion_request(body, s.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     CompletionRequest& r = std::get<CompletionRequest>(parsed);
-    if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);
-    if (!r.common.forced_output.empty() && !s.config.enable_test_hooks) {
-        return s.send_error(kEndpoint, invalid_param("deepinfer_test", "test hooks are disabled"), res);
-    }
-    if (const OutputConstraint& c = r.common.constraint; c.kind != OutputConstraint::Kind::kNone) {
-        if (core::Status st = s.backend.check_constraint(c); !st.ok()) {
-            return s.send_error(
-                kEndpoint,
-                st.code() == core::StatusCode::kInvalidArgument
-                    ? invalid_param(c.field, "'" + c.field + "' cannot be enforced: " + st.message())
-                    : from_status(st, c.field),
-                res);
-        }
-    }
+    if (auto e = s.check_request(r.common)) return s.send_error(kEndpoint, *e, res);
     GenerationSpec spec;
     spec.params = r.common.sampling;
     int total_prompt = 0;

@@ -41,6 +41,9 @@ struct HttpServer::State {
                                                std::optional<int32_t> asked, std::optional<int> cap,
                                                int& max_tokens) const;
     std::string new_id(const char* prefix);
+    // What every generation request must pass before anything runs: the model name, test hooks enabled
+    // when used, and a structured-output constraint the backend can compile.
+    std::optional<ApiError> check_request(const CommonRequest& r) const;
 };
 
 // `body` is the whole request body, read within the size and time limits.

@@ -200,7 +200,7 @@ class Api(unittest.TestCase):
         out = "alpha beta ##END## gamma"
         for stream in (False, True):
             for include in (False, True):
-                body = {"model": self.model, "prompt": "x", "stream": stream, "stop": ["##END##"],
+                body = {"model": self.model, "prompt": "x", "max_tokens": 64, "stream": stream, "stop": ["##END##"],
                         "include_stop_str_in_output": include, **forced(out)}
                 r = self.post("/v1/completions", body, stream=stream)
                 self.assertEqual(r.status_code, 200, r.text)
@@ -241,7 +241,8 @@ class Api(unittest.TestCase):
         offsets = c.logprobs.text_offset
         self.assertEqual(offsets[0], 0)
         self.assertEqual(offsets, sorted(offsets))
-        self.assertLess(offsets[-1], len(c.text))  # characters: a byte count would run past the text
+        # The first output token starts after the prompt's 13 characters (17 bytes).
+        self.assertEqual(offsets[r.usage.prompt_tokens], len(prompt))
         out = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=4, logprobs=0)
         self.assertEqual(out.choices[0].logprobs.text_offset[0], 0)
 
