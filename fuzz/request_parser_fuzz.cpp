@@ -9,11 +9,11 @@
 
 namespace {
 void check_common(const deepinfer::server::CommonRequest& c, const deepinfer::server::ParserLimits& l) {
-    if (c.n < 1 || c.n > l.max_n) std::abort();
+    if (c.sampling.n < 1 || c.sampling.n > l.max_n) std::abort();
     if (c.sampling.temperature < 0 || c.sampling.temperature > 2) std::abort();
     if (c.sampling.top_p <= 0 || c.sampling.top_p > 1) std::abort();
     if (static_cast<int>(c.stop.size()) > l.max_stop) std::abort();
-    if (c.sampling.top_logprobs > l.max_top_logprobs) std::abort();
+    if (c.sampling.logprobs.value_or(0) > l.max_top_logprobs) std::abort();
     for (const auto& [tok, bias] : c.sampling.logit_bias) {
         if (tok < 0 || tok >= l.vocab_size || bias < -100 || bias > 100) std::abort();
     }

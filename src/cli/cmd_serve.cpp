@@ -12,10 +12,10 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/serve_backends.h"
 #include "cli/serve_compat.h"
 #include "core/logging.h"
 #include "kernels/profiler.h"
-#include "server/fake_backend.h"
 #include "server/http_server.h"
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
 #include "cli/engine_flags.h"
@@ -23,6 +23,12 @@
 #endif
 
 namespace deepinfer::cli {
+
+std::vector<ServeBackend>& serve_backend_registry() {
+    static std::vector<ServeBackend> registry;
+    return registry;
+}
+
 namespace {
 
 const char* kUsage = R"(usage: deepinfer serve --model DIR [options]     (or: deepinfer serve DIR [options])
@@ -60,9 +66,8 @@ GET /health, GET /metrics.
                             users stay text); requests may set "plain_content" (default off: official)
   --profile                 keep the op census of every forward (calls, time, bytes, flops per op kind):
                             exported on /metrics as deepinfer_op_*; the table is printed at exit
-  --backend engine|fake     fake: a deterministic stand-in engine, for tests (default engine)
-  --fake-step-us N          fake backend: microseconds per engine step (default 1000)
-  --fake-context N          fake backend: context length (default 4096)
+  --backend engine          the engine (default); the test tree's deepinfer-fake binary adds "fake", a
+                            deterministic stand-in (--fake-step-us N per step, --fake-context N tokens)
   --enable-test-hooks       honour deepinfer_test.forced_output in requests (tests only)
   --log-level LEVEL         debug, info, warn, error (default info)
 
@@ -202,17 +207,17 @@ int run_serve(const std::vector<std::string>& argv) {
 
     std::unique_ptr<server::Backend> backend;
     std::string kind = args->get_or("backend", "engine");
-    if (kind == "fake") {
-        server::FakeBackendConfig fc;
-        auto step = args->get_int("fake-step-us", 1000);
-        auto ctx = args->get_int("fake-context", 4096);
-        if (!step.ok() || !ctx.ok() || *step < 0 || *ctx < 16) {
-            std::fprintf(stderr, "deepinfer serve: bad --fake-step-us or --fake-context\n");
+    const ServeBackend* registered = nullptr;
+    for (const auto& b : serve_backend_registry()) {
+        if (b.name == kind) registered = &b;
+    }
+    if (registered) {
+        auto made = registered->make(*args);
+        if (!made.ok()) {
+            std::fprintf(stderr, "deepinfer serve: %s\n", made.status().message().c_str());
             return 2;
         }
-        fc.step_delay_us = static_cast<int>(*step);
-        fc.context_length = static_cast<int>(*ctx);
-        backend = std::make_unique<server::FakeBackend>(fc);
+        backend = std::move(made).value();
     } else if (kind == "engine") {
         const std::optional<std::string>& model = model_dir;
         if (!model) {
@@ -250,11 +255,16 @@ int run_serve(const std::vector<std::string>& argv) {
         }
         backend = std::move(made).value();
 #else
-        std::fprintf(stderr, "deepinfer serve: this build has no engine backend yet; use --backend fake\n");
+        std::fprintf(stderr, "deepinfer serve: this build has no engine backend\n");
         return 1;
 #endif
     } else {
-        std::fprintf(stderr, "deepinfer serve: --backend must be engine or fake\n");
+        std::string known = "engine";
+        for (const auto& b : serve_backend_registry()) known += ", " + b.name;
+        std::fprintf(stderr,
+                     "deepinfer serve: --backend must be one of: %s (the fake backend is in the test "
+                     "tree's deepinfer-fake binary)\n",
+                     known.c_str());
         return 2;
     }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/finish_reason.h"
 #include "core/status.h"
 #include "engine/sampling_params.h"
 
@@ -20,12 +21,8 @@ struct Request {
     SamplingParams params;
 };
 
-enum class FinishReason : uint8_t {
-    kStop,   // EOS or a stop token id
-    kLength, // max_tokens or the max model length
-    kAbort,  // aborted by the caller, or an error (see RequestOutput::status)
-};
-std::string_view finish_reason_name(FinishReason r); // "stop", "length", "abort"
+using core::finish_reason_name;
+using core::FinishReason; // core/finish_reason.h: stop (EOS or a stop token id), length, abort
 
 struct TopLogprob {
     int32_t token_id = 0;

@@ -50,16 +50,4 @@ core::Status SamplingParams::validate(int64_t vocab_size, int32_t max_logprobs) 
     return {};
 }
 
-std::string_view finish_reason_name(FinishReason r) {
-    switch (r) {
-    case FinishReason::kStop:
-        return "stop";
-    case FinishReason::kLength:
-        return "length";
-    case FinishReason::kAbort:
-        return "abort";
-    }
-    return "unknown";
-}
-
 } // namespace deepinfer::engine

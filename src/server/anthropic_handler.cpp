@@ -151,33 +151,27 @@ void handle_anthropic_messages(HttpServer::State& s, const std::string& body, ht
     auto parsed = parse_messages_request(s, body, false);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     ChatRequest& r = std::get<ChatRequest>(parsed);
-    if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);
-    if (!r.common.forced_output.empty() && !s.config.enable_test_hooks) {
-        return s.send_error(kEndpoint, invalid_param("deepinfer_test", "test hooks are disabled"), res);
-    }
-    if (const OutputConstraint& c = r.common.sampling.constraint; c.kind != OutputConstraint::Kind::kNone) {
-        if (core::Status st = s.backend.check_constraint(c); !st.ok()) {
-            return s.send_error(
-                kEndpoint,
-                st.code() == core::StatusCode::kInvalidArgument
-                    ? invalid_param(c.field, "'" + c.field + "' cannot be enforced: " + st.message())
-                    : from_status(st, c.field),
-                res);
-        }
-    }
+    if (auto e = s.check_request(r.common)) return s.send_error(kEndpoint, *e, res);
     auto prompt = s.backend.render_chat(r.prompt);
     if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
     const int n_prompt = static_cast<int>(prompt->size());
-    SamplingOptions& sp = r.common.sampling;
-    if (auto e = s.resolve_max_tokens(n_prompt, "messages", true, std::nullopt, sp.max_tokens))
+    GenerationSpec spec;
+    spec.params = r.common.sampling;
+    int max_tokens = 0;
+    if (auto e = s.resolve_max_tokens(n_prompt, "messages", spec.params.max_tokens, std::nullopt, max_tokens))
         return s.send_error(kEndpoint, *e, res);
+    spec.params.max_tokens = max_tokens;
     if (!s.admit(kEndpoint, res)) return;
-    std::vector<ChoiceSpec> specs = {ChoiceSpec{*prompt, sp, r.common.forced_output}};
-    ParserOptions popts;
-    popts.thinking = r.prompt.thinking;
-    popts.parse_tools = !r.prompt.tools.empty() && r.prompt.tool_choice != "none";
+    spec.prompts.push_back(std::move(prompt).value());
+    spec.constraint = std::move(r.common.constraint);
+    spec.stops = r.common.stop;
+    spec.include_stop_str = r.common.include_stop_str_in_output;
+    spec.chat = true;
+    spec.parser.thinking = r.prompt.thinking;
+    spec.parser.parse_tools = r.prompt.has_tools() && r.prompt.tool_choice != "none";
+    spec.forced_output = r.common.forced_output;
     ResponseMeta meta{s.new_id("msg_"), s.start_time, s.model_name};
-    auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(specs), r.common.stop, true, popts);
+    auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
     if (core::Status st = gen->start(); !st.ok()) {
         s.release();
         return s.send_error(kEndpoint, from_status(st), res);

@@ -1,9 +1,11 @@
 #pragma once
 // The narrow surface the server needs from the rest of deepinfer: prompt rendering and tokenization,
 // an engine that takes token-id requests and streams token deltas back, incremental detokenization, and
-// the DeepSeek output parser (reasoning / content / DSML tool calls). The server owns everything else
-// (HTTP, OpenAI schemas, stop strings, metrics). engine_backend.cpp binds it to the real engine and
-// tokenizer; fake_backend.cpp is a small deterministic stand-in for tests.
+// the DeepSeek output parser (reasoning / content / DSML tool calls). It speaks the engine's and the
+// tokenizer's own types (engine::Request / RequestOutput / SamplingParams, tokenizer::Conversation): the
+// server declares none of its own. The server owns everything else (HTTP, OpenAI schemas, stop strings,
+// metrics). engine_backend.cpp binds it to the real engine and tokenizer; tests/server/fake_backend.cpp
+// is a small deterministic stand-in, linked only into tests.
 
 #include <cstdint>
 #include <functional>
@@ -16,13 +18,16 @@
 
 #include "core/status.h"
 #include "kernels/profiler.h"
+#include "engine/request.h"
+#include "tokenizer/chat_encoding.h"
 
 namespace deepinfer::server {
 
-// ---- Sampling and requests (token ids only: what the engine sees) ----
+// ---- Requests (token ids only: what the engine sees) ----
 
 // Structured output (docs/structured-outputs.md): what the sampled text must follow, enforced by the engine
-// backend with a per-step token mask. The fake backend ignores it.
+// backend with a per-step token mask (compiled into engine::SamplingParams::constraint). The test tree's fake
+// backend ignores it.
 struct OutputConstraint {
     enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kGrammar, kTools };
     Kind kind = Kind::kNone;
@@ -32,45 +37,8 @@ struct OutputConstraint {
     bool single_call = false; // kTools: at most one call (parallel_tool_calls: false)
 };
 
-struct SamplingOptions {
-    double temperature = 1.0;
-    double top_p = 1.0;
-    int top_k = -1; // -1: disabled
-    double min_p = 0.0;
-    double presence_penalty = 0.0;
-    double frequency_penalty = 0.0;
-    double repetition_penalty = 1.0;
-    std::map<int32_t, double> logit_bias;
-    std::optional<uint64_t> seed;
-    int max_tokens = 16;
-    int top_logprobs = -1; // -1: no logprobs; 0: the sampled token's logprob only; k: plus top k
-    OutputConstraint constraint;
-};
-
-struct GenerationRequest {
-    std::string id; // unique per engine request (one per choice)
-    std::vector<int32_t> prompt_tokens;
-    SamplingOptions sampling;
-};
-
-enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
-
-struct TokenLogprob {
-    int32_t token = 0;
-    double logprob = 0.0;
-    std::vector<std::pair<int32_t, double>> top; // most likely first
-};
-
-// One callback per step of a request: the tokens it produced since the last delta.
-struct GenerationDelta {
-    std::vector<int32_t> tokens;
-    std::vector<TokenLogprob> logprobs; // one per token when requested, else empty
-    FinishReason finish = FinishReason::kNone;
-    int prompt_tokens = 0;        // set on the first delta
-    int cached_prompt_tokens = 0; // prefix-cache hits, set on the first delta
-    core::Status error;           // set with finish == kError
-};
-using DeltaCallback = std::function<void(GenerationDelta)>;
+// The engine's outputs of one request (engine/request.h), on the engine's thread.
+using OutputCallback = std::function<void(const engine::RequestOutput&)>;
 
 struct EngineStats {
     int running = 0;
@@ -81,42 +49,28 @@ struct EngineStats {
     uint64_t prefix_cache_hits = 0;    // of which found in the cache
     // The op census of every forward since start (kernels/profiler.h), when serve runs with --profile.
     std::optional<kernels::ProfileSnapshot> ops;
+    uint64_t prefill_tokens = 0;       // prompt tokens computed (n > 1 completions share one prefill)
 };
 
-// ---- Chat prompt (what the tokenizer's DeepSeek V4 encoder renders) ----
-
-struct ToolCall {
-    std::string id;
-    std::string name;
-    std::string arguments; // JSON text
-};
-
-struct ChatMessage {
-    std::string role; // system, developer, user, assistant, tool
-    std::string content;
-    std::string reasoning; // assistant: reasoning_content / reasoning
-    std::vector<ToolCall> tool_calls;
-    std::string tool_call_id; // tool
-    std::string name;
-};
-
-struct ToolSpec {
-    std::string name;
-    std::string description;
-    std::string parameters_json; // JSON schema text ("{}" when absent)
-};
+// ---- Chat prompt: parsed once from the request, straight into the tokenizer's encoder types ----
 
 struct ChatPrompt {
-    std::vector<ChatMessage> messages;
-    std::vector<ToolSpec> tools;
+    // Messages as DeepSeek V4's encoder takes them; conversation.tools holds the request's tools as OpenAI
+    // tool objects ({"type": "function", "function": {name, description, parameters}}), rendered unless
+    // tool_choice is "none".
+    tokenizer::Conversation conversation;
     std::string tool_choice = "auto"; // auto, none, required, or "function:<name>"
     bool thinking = false;
-    std::string reasoning_effort;     // "" (thinking without an effort prompt), "high", "max"
-    std::string response_format_json; // OpenAI response_format object; empty for plain text
+    std::string reasoning_effort;    // "" (thinking without an effort prompt), "high", "max"
+    tokenizer::Json response_format; // OpenAI response_format object; null for plain text
+    // /tokenize's add_generation_prompt (vLLM): false leaves the assistant turn's opening out. Generation
+    // requests always add it.
     bool add_generation_prompt = true;
     // deepinfer extension: encode message text without matching special tokens, so role markers typed by
     // users stay text. Unset: the server's --plain-content default (off: the official behaviour).
     std::optional<bool> plain_content;
+
+    bool has_tools() const { return conversation.tools.is_array() && !conversation.tools.empty(); }
 };
 
 // ---- Streaming text pipeline pieces ----
@@ -188,10 +142,12 @@ public:
     virtual std::string token_text(int32_t token) const = 0;
     virtual std::unique_ptr<OutputParser> new_output_parser(const ParserOptions& options) const = 0;
 
-    // Thread-safe. The callback runs on the engine's thread and must return quickly; after a delta with
-    // finish != kNone it is never called again. abort() of a finished or unknown id is a no-op; an aborted
-    // request still gets a final delta with kAbort.
-    virtual core::Status submit(GenerationRequest request, DeltaCallback callback) = 0;
+    // Thread-safe. One engine request: its prompt forked into params.n completions (one prefill, shared
+    // prefix blocks). The callback runs on the engine's thread and must return quickly; after an output with
+    // finished == true it is never called again. abort() of a finished or unknown id is a no-op; an aborted
+    // request still gets a final output (finish kAbort). Errors before anything runs are returned here.
+    virtual core::Status submit(engine::Request request, const OutputConstraint& constraint,
+                                OutputCallback callback) = 0;
     // Compiles (or finds cached) the constraint so a bad schema / regex / grammar is an error before the
     // response starts; InvalidArgument carries the compiler's message. Backends that ignore constraints
     // accept everything.

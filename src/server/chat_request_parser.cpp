@@ -1,6 +1,7 @@
 // /v1/chat/completions: messages, tools, tool_choice, thinking controls, response_format, logprobs.
 
 #include <cctype>
+#include <optional>
 
 #include "server/request_parser.h"
 #include "server/request_parser_internal.h"
@@ -45,7 +46,7 @@ bool read_content(const json& m, const std::string& path, bool required, std::st
     return true;
 }
 
-bool read_tool_calls(const json& m, const std::string& path, ChatMessage& msg, FieldErrors& err) {
+bool read_tool_calls(const json& m, const std::string& path, tokenizer::Message& msg, FieldErrors& err) {
     if (!present(m, "tool_calls")) return true;
     const json& tcs = m.at("tool_calls");
     std::string p = path + ".tool_calls";
@@ -56,7 +57,7 @@ bool read_tool_calls(const json& m, const std::string& path, ChatMessage& msg, F
         if (!tc.is_object() || !tc.contains("function") || !tc.at("function").is_object()) {
             return err.fail(pi, "'" + pi + "' must be an object with a 'function'");
         }
-        ToolCall call;
+        tokenizer::ToolCall call;
         detail::read_string(tc, "id", call.id, err, pi);
         const json& f = tc.at("function");
         if (!present(f, "name")) return err.fail(pi + ".function.name", "tool call needs a function name");
@@ -85,6 +86,15 @@ bool read_tool_calls(const json& m, const std::string& path, ChatMessage& msg, F
     return err.ok();
 }
 
+std::optional<tokenizer::Role> role_of(const std::string& r) {
+    if (r == "system") return tokenizer::Role::kSystem;
+    if (r == "developer") return tokenizer::Role::kDeveloper;
+    if (r == "user") return tokenizer::Role::kUser;
+    if (r == "assistant") return tokenizer::Role::kAssistant;
+    if (r == "tool") return tokenizer::Role::kTool;
+    return std::nullopt;
+}
+
 bool parse_messages(const json& j, ChatPrompt& prompt, FieldErrors& err) {
     if (!present(j, "messages")) return err.fail("messages", "'messages' is required");
     const json& ms = j.at("messages");
@@ -93,24 +103,26 @@ bool parse_messages(const json& j, ChatPrompt& prompt, FieldErrors& err) {
         const json& m = ms[i];
         std::string path = "messages[" + std::to_string(i) + "]";
         if (!m.is_object()) return err.fail(path, "'" + path + "' must be an object");
-        ChatMessage msg;
+        tokenizer::Message msg;
+        std::string role, name;
         if (!present(m, "role")) return err.fail(path + ".role", "'" + path + ".role' is required");
-        if (!detail::read_string(m, "role", msg.role, err, path)) return false;
-        const std::string& r = msg.role;
-        if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
-            return err.fail(path + ".role", "unknown role '" + r + "'");
-        }
-        bool is_assistant = r == "assistant";
+        if (!detail::read_string(m, "role", role, err, path)) return false;
+        const std::optional<tokenizer::Role> r = role_of(role);
+        if (!r) return err.fail(path + ".role", "unknown role '" + role + "'");
+        msg.role = *r;
+        const bool is_assistant = *r == tokenizer::Role::kAssistant;
         if (!read_content(m, path, !is_assistant, msg.content, err)) return false;
-        detail::read_string(m, "name", msg.name, err, path);
+        detail::read_string(m, "name", name, err, path); // checked; the V4 encoding has no names
         if (is_assistant) {
-            detail::read_string(m, "reasoning", msg.reasoning, err, path);
-            detail::read_string(m, "reasoning_content", msg.reasoning, err, path);
+            std::string reasoning;
+            detail::read_string(m, "reasoning", reasoning, err, path);
+            detail::read_string(m, "reasoning_content", reasoning, err, path);
+            if (!reasoning.empty()) msg.reasoning = std::move(reasoning);
             if (!read_tool_calls(m, path, msg, err)) return false;
         }
-        if (r == "tool") detail::read_string(m, "tool_call_id", msg.tool_call_id, err, path);
+        if (*r == tokenizer::Role::kTool) detail::read_string(m, "tool_call_id", msg.tool_call_id, err, path);
         if (!err.ok()) return false;
-        prompt.messages.push_back(std::move(msg));
+        prompt.conversation.messages.push_back(std::move(msg));
     }
     return true;
 }
@@ -126,7 +138,9 @@ bool parse_tools(const json& j, ChatPrompt& prompt, FieldErrors& err) {
         }
         return true;
     };
+    json& tools = prompt.conversation.tools;
     if (present(j, "tools")) {
+        tools = json::array();
         const json& ts = j.at("tools");
         if (!ts.is_array()) return err.fail("tools", "'tools' must be a list");
         for (size_t i = 0; i < ts.size(); ++i) {
@@ -139,26 +153,28 @@ bool parse_tools(const json& j, ChatPrompt& prompt, FieldErrors& err) {
                 return err.fail(p + ".type", "only tools of type 'function' are supported");
             }
             const json& f = t.at("function");
-            ToolSpec spec;
+            std::string name, description;
             if (!present(f, "name")) return err.fail(p + ".function.name", "a tool needs a name");
-            if (!detail::read_string(f, "name", spec.name, err, p + ".function")) return false;
-            if (!valid_name(spec.name)) {
+            if (!detail::read_string(f, "name", name, err, p + ".function")) return false;
+            if (!valid_name(name)) {
                 return err.fail(p + ".function.name", "tool names must match [a-zA-Z0-9_.:-]{1,64}");
             }
-            detail::read_string(f, "description", spec.description, err, p + ".function");
-            spec.parameters_json = "{}";
+            detail::read_string(f, "description", description, err, p + ".function");
+            json fn = {{"name", name}};
+            if (!description.empty()) fn["description"] = description;
+            fn["parameters"] = json::object();
             if (present(f, "parameters")) {
                 if (!f.at("parameters").is_object()) {
                     return err.fail(p + ".function.parameters",
                                     "tool parameters must be a JSON schema object");
                 }
-                spec.parameters_json = detail::dump_json(f.at("parameters"));
+                fn["parameters"] = f.at("parameters");
             }
-            prompt.tools.push_back(std::move(spec));
+            tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
         }
     }
     if (!present(j, "tool_choice")) {
-        prompt.tool_choice = prompt.tools.empty() ? "none" : "auto";
+        prompt.tool_choice = prompt.has_tools() ? "auto" : "none";
         return err.ok();
     }
     const json& tc = j.at("tool_choice");
@@ -172,13 +188,15 @@ bool parse_tools(const json& j, ChatPrompt& prompt, FieldErrors& err) {
                present(tc.at("function"), "name") && tc.at("function").at("name").is_string()) {
         std::string name = tc.at("function").at("name").get<std::string>();
         bool known = false;
-        for (const auto& t : prompt.tools) known = known || t.name == name;
+        if (prompt.has_tools()) {
+            for (const auto& t : tools) known = known || t.at("function").at("name") == name;
+        }
         if (!known) return err.fail("tool_choice", "'tool_choice' names unknown tool '" + name + "'");
         prompt.tool_choice = "function:" + name;
     } else {
         return err.fail("tool_choice", "'tool_choice' must be auto, none, required or a named function");
     }
-    if (prompt.tools.empty() && prompt.tool_choice != "none" && prompt.tool_choice != "auto") {
+    if (!prompt.has_tools() && prompt.tool_choice != "none" && prompt.tool_choice != "auto") {
         return err.fail("tool_choice", "'tool_choice' requires 'tools'");
     }
     return err.ok();
@@ -201,7 +219,7 @@ bool parse_response_format(const json& j, ChatRequest& r, FieldErrors& err) {
         return err.fail("response_format", "'response_format' must be an object with a 'type'");
     }
     r.response_format = rf.at("type").get<std::string>();
-    if (r.response_format != "text") r.prompt.response_format_json = detail::dump_json(rf);
+    if (r.response_format != "text") r.prompt.response_format = rf;
     if (r.response_format == "json_schema") {
         if (!present(rf, "json_schema") || !rf.at("json_schema").is_object()) {
             return err.fail("response_format.json_schema", "'response_format.json_schema' must be an object");
@@ -218,7 +236,7 @@ bool parse_response_format(const json& j, ChatRequest& r, FieldErrors& err) {
                         "'response_format.type' must be text, json_object or json_schema");
     }
     if (r.response_format == "text") return true;
-    OutputConstraint& c = r.common.sampling.constraint;
+    OutputConstraint& c = r.common.constraint;
     if (c.kind != OutputConstraint::Kind::kNone) {
         return err.fail("response_format", "only one structured output constraint per request; got "
                                            "'response_format' and '" +
@@ -241,15 +259,16 @@ bool force_tool_call(const json& j, ChatRequest& r, FieldErrors& err) {
         return false;
     const std::string& choice = r.prompt.tool_choice;
     if (choice != "required" && choice.rfind("function:", 0) != 0) return true;
-    OutputConstraint& c = r.common.sampling.constraint;
+    OutputConstraint& c = r.common.constraint;
     if (c.kind != OutputConstraint::Kind::kNone) {
         return err.fail("tool_choice", "a forced tool call cannot be combined with '" + c.field + "'");
     }
     json tools = json::array();
-    for (const auto& t : r.prompt.tools) {
-        json params = json::parse(t.parameters_json, nullptr, false);
-        if (params.is_discarded()) params = json::object();
-        tools.push_back(json{{"name", t.name}, {"parameters", std::move(params)}});
+    if (r.prompt.has_tools()) {
+        for (const auto& t : r.prompt.conversation.tools) {
+            const json& f = t.at("function");
+            tools.push_back(json{{"name", f.at("name")}, {"parameters", f.at("parameters")}});
+        }
     }
     c.kind = OutputConstraint::Kind::kTools;
     c.field = "tool_choice";
@@ -274,7 +293,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParserLimits
     if (!force_tool_call(*j, r, err)) return err.error();
     // The constraint applies from the first generated token, so a constrained request is rendered in
     // non-thinking mode (docs/server.md: known limitation).
-    if (r.common.sampling.constraint.kind != OutputConstraint::Kind::kNone) {
+    if (r.common.constraint.kind != OutputConstraint::Kind::kNone) {
         r.prompt.thinking = false;
         r.prompt.reasoning_effort.clear();
     }
@@ -289,7 +308,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParserLimits
         if (!detail::read_int(*j, "top_logprobs", 0, limits.max_top_logprobs, top, err)) return err.error();
         if (!r.logprobs) return invalid_param("top_logprobs", "'top_logprobs' requires 'logprobs': true");
     }
-    r.common.sampling.top_logprobs = r.logprobs ? static_cast<int>(top) : -1;
+    if (r.logprobs) r.common.sampling.logprobs = static_cast<int32_t>(top);
     if (!err.ok()) return err.error();
     return r;
 }

@@ -18,56 +18,6 @@ namespace deepinfer::server {
 
 namespace {
 
-GenerationDelta to_delta(const engine::RequestOutput& out) {
-    GenerationDelta d;
-    d.prompt_tokens = out.prompt_tokens;
-    d.cached_prompt_tokens = out.cached_tokens;
-    for (const auto& cd : out.deltas) { // one completion per engine request (the server forks choices)
-        d.tokens.insert(d.tokens.end(), cd.token_ids.begin(), cd.token_ids.end());
-        for (const auto& lp : cd.logprobs) {
-            TokenLogprob t{lp.token_id, lp.logprob, {}};
-            for (const auto& top : lp.top) t.top.emplace_back(top.token_id, top.logprob);
-            d.logprobs.push_back(std::move(t));
-        }
-        if (cd.finish_reason) {
-            switch (*cd.finish_reason) {
-            case engine::FinishReason::kStop:
-                d.finish = FinishReason::kStop;
-                break;
-            case engine::FinishReason::kLength:
-                d.finish = FinishReason::kLength;
-                break;
-            case engine::FinishReason::kAbort:
-                d.finish = FinishReason::kAbort;
-                break;
-            }
-        }
-    }
-    if (out.finished && d.finish == FinishReason::kNone) d.finish = FinishReason::kAbort;
-    if (!out.status.ok()) {
-        d.finish = FinishReason::kError;
-        d.error = out.status;
-    }
-    return d;
-}
-
-engine::SamplingParams to_params(const SamplingOptions& s) {
-    engine::SamplingParams p;
-    p.n = 1;
-    p.temperature = static_cast<float>(s.temperature);
-    p.top_k = s.top_k < 0 ? 0 : s.top_k;
-    p.top_p = static_cast<float>(s.top_p);
-    p.min_p = static_cast<float>(s.min_p);
-    p.repetition_penalty = static_cast<float>(s.repetition_penalty);
-    p.presence_penalty = static_cast<float>(s.presence_penalty);
-    p.frequency_penalty = static_cast<float>(s.frequency_penalty);
-    for (const auto& [tok, bias] : s.logit_bias) p.logit_bias.emplace_back(tok, static_cast<float>(bias));
-    p.seed = s.seed;
-    if (s.max_tokens > 0) p.max_tokens = s.max_tokens;
-    if (s.top_logprobs >= 0) p.logprobs = s.top_logprobs;
-    return p;
-}
-
 class EngineBackend : public Backend {
 public:
     EngineBackend(std::string name, std::unique_ptr<model::CausalLm> model,
@@ -111,19 +61,14 @@ public:
         return detail::make_dsml_parser(options);
     }
 
-    core::Status submit(GenerationRequest request, DeltaCallback callback) override {
-        engine::Request r;
-        r.id = std::move(request.id);
-        r.prompt_ids = std::move(request.prompt_tokens);
-        r.params = to_params(request.sampling);
-        if (request.sampling.constraint.kind != OutputConstraint::Kind::kNone) {
-            DI_ASSIGN_OR_RETURN(r.params.constraint, constraint_for(request.sampling.constraint));
+    core::Status submit(engine::Request request, const OutputConstraint& constraint,
+                        OutputCallback callback) override {
+        if (constraint.kind != OutputConstraint::Kind::kNone) {
+            DI_ASSIGN_OR_RETURN(request.params.constraint, constraint_for(constraint));
         }
         // Checked here so that bad values are a 400 before the response starts, not an error mid-stream.
-        DI_RETURN_IF_ERROR(r.params.validate(vocab_));
-        return async_->submit(std::move(r), [cb = std::move(callback)](const engine::RequestOutput& out) {
-            cb(to_delta(out));
-        });
+        DI_RETURN_IF_ERROR(request.params.validate(vocab_));
+        return async_->submit(std::move(request), std::move(callback));
     }
     void abort(const std::string& request_id) override { async_->abort(request_id); }
     core::Status check_constraint(const OutputConstraint& constraint) const override {
@@ -145,6 +90,7 @@ public:
         s.preemptions = static_cast<uint64_t>(c.preemptions);
         s.prefix_cache_queries = static_cast<uint64_t>(c.prefix_query_tokens);
         s.prefix_cache_hits = static_cast<uint64_t>(c.prefix_hit_tokens);
+        s.prefill_tokens = static_cast<uint64_t>(c.prefill_tokens);
         // The profiler copies its table under its own lock: safe while the engine thread records.
         if (kernels::Profiler* p = model_->profiler(); p && p->enabled()) s.ops = p->snapshot();
         return s;

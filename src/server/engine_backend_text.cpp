@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <utility>
 
-#include "server/utf8.h"
 #include "tokenizer/chat_encoding.h"
 #include "tokenizer/chat_tokens.h"
 #include "tokenizer/dsml_parser.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace deepinfer::server::detail {
 
@@ -93,17 +93,13 @@ public:
         if (phrase >= 0 && phrase < static_cast<int32_t>(phrases_->size()))
             return flush() + (*phrases_)[phrase];
         if (token < kByteBase || token >= kByteBase + 256) return std::string(); // BOS, EOS, unused ids
-        pending_.push_back(static_cast<char>(token - kByteBase));
-        size_t hold = incomplete_utf8_tail(pending_);
-        std::string out = valid_utf8(std::string_view(pending_).substr(0, pending_.size() - hold));
-        pending_.erase(0, pending_.size() - hold);
-        return out;
+        return repair_.push(std::string(1, static_cast<char>(token - kByteBase)));
     }
-    std::string flush() override { return valid_utf8(std::exchange(pending_, std::string())); }
+    std::string flush() override { return repair_.finish(); }
 
 private:
     const std::vector<std::string>* phrases_;
-    std::string pending_;
+    tokenizer::utf8::StreamRepair repair_;
 };
 
 class ByteCodec : public TextCodec {
@@ -241,14 +237,6 @@ private:
     std::string open_args_; // its argument fragments so far
 };
 
-tokenizer::Role role_of(const std::string& r) {
-    if (r == "system") return tokenizer::Role::kSystem;
-    if (r == "developer") return tokenizer::Role::kDeveloper;
-    if (r == "assistant") return tokenizer::Role::kAssistant;
-    if (r == "tool") return tokenizer::Role::kTool;
-    return tokenizer::Role::kUser;
-}
-
 } // namespace
 
 core::Result<std::unique_ptr<TextCodec>> load_hf_codec(const std::string& path) {
@@ -270,26 +258,9 @@ size_t hf_vocab_size(const TextCodec& codec) {
 
 core::Result<std::string> render_chat_text(const ChatPrompt& prompt, tokenizer::EffortTable table,
                                            std::vector<tokenizer::ContentRange>* content) {
-    tokenizer::Conversation conv;
-    for (const auto& m : prompt.messages) {
-        tokenizer::Message& msg = conv.messages.emplace_back(); // built in place (no move of an optional)
-        msg.role = role_of(m.role);
-        msg.content = m.content;
-        if (!m.reasoning.empty()) msg.reasoning = m.reasoning;
-        for (const auto& tc : m.tool_calls) msg.tool_calls.push_back({tc.id, tc.name, tc.arguments});
-        msg.tool_call_id = m.tool_call_id;
-    }
-    if (prompt.tool_choice != "none" && !prompt.tools.empty()) {
-        conv.tools = tokenizer::Json::array();
-        for (const auto& t : prompt.tools) {
-            tokenizer::Json fn = {{"name", t.name}};
-            if (!t.description.empty()) fn["description"] = t.description;
-            fn["parameters"] = tokenizer::Json::parse(t.parameters_json, nullptr, false);
-            if (fn["parameters"].is_discarded()) fn["parameters"] = tokenizer::Json::object();
-            conv.tools.push_back({{"type", "function"}, {"function", fn}});
-        }
-    }
-    if (!prompt.response_format_json.empty()) {
+    tokenizer::Conversation conv = prompt.conversation;
+    if (prompt.tool_choice == "none") conv.tools = nullptr;
+    if (!prompt.response_format.is_null()) {
         // Like tools, the format instruction rides on the first system message (one is added if needed).
         auto sys = std::find_if(conv.messages.begin(), conv.messages.end(),
                                 [](const auto& m) { return m.role == tokenizer::Role::kSystem; });
@@ -298,8 +269,7 @@ core::Result<std::string> render_chat_text(const ChatPrompt& prompt, tokenizer::
             m.role = tokenizer::Role::kSystem;
             sys = conv.messages.insert(conv.messages.begin(), m);
         }
-        sys->response_format = tokenizer::Json::parse(prompt.response_format_json, nullptr, false);
-        if (sys->response_format.is_discarded()) sys->response_format = nullptr;
+        sys->response_format = prompt.response_format;
     }
     tokenizer::ChatOptions opts;
     opts.mode = !prompt.thinking                    ? tokenizer::ThinkingMode::kNonThinking

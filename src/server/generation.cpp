@@ -1,10 +1,12 @@
 #include "server/generation.h"
 
+#include <algorithm>
+
 namespace deepinfer::server {
 
 ChoicePipeline::ChoicePipeline(const Backend& backend, std::vector<std::string> stops, bool chat,
-                               ParserOptions parser)
-    : detok_(backend.new_detokenizer()), stop_(std::move(stops)) {
+                               ParserOptions parser, bool include_stop)
+    : detok_(backend.new_detokenizer()), stop_(std::move(stops), include_stop) {
     if (chat) parser_ = backend.new_output_parser(parser);
 }
 
@@ -20,50 +22,41 @@ void ChoicePipeline::emit(const std::string& text, ChoiceOutput& out) {
     for (auto& tc : d.tool_calls) out.parsed.tool_calls.push_back(std::move(tc));
 }
 
-void ChoicePipeline::finish(FinishReason reason, ChoiceOutput& out) {
+void ChoicePipeline::finish(std::string_view reason, ChoiceOutput& out) {
     finished_ = true;
     emit(stop_.push(detok_->flush()), out);
     emit(stop_.flush(), out);
     if (parser_) {
-        ParsedDelta d = parser_->finish(reason == FinishReason::kLength);
+        ParsedDelta d = parser_->finish(reason == "length");
         out.parsed.reasoning_was_content = d.reasoning_was_content;
         out.parsed.reasoning += d.reasoning;
         out.parsed.content += d.content;
         for (auto& tc : d.tool_calls) out.parsed.tool_calls.push_back(std::move(tc));
     }
     if (!out.parsed.tool_calls.empty()) saw_tool_call_ = true;
-    switch (reason) {
-    case FinishReason::kNone:
-    case FinishReason::kStop:
-        out.finish_reason = saw_tool_call_ ? "tool_calls" : "stop";
-        break;
-    case FinishReason::kLength:
-        out.finish_reason = "length";
-        break;
-    case FinishReason::kAbort:
-        out.finish_reason = "abort";
-        break;
-    case FinishReason::kError:
-        out.finish_reason = "error";
-        break;
-    }
+    out.finish_reason = reason == "stop" && saw_tool_call_ ? "tool_calls" : std::string(reason);
 }
 
-ChoiceOutput ChoicePipeline::push(const GenerationDelta& delta) {
+ChoiceOutput ChoicePipeline::fail(core::Status error) {
     ChoiceOutput out;
     if (finished_) return out;
-    if (delta.finish == FinishReason::kError) {
-        out.error = delta.error.ok() ? core::internal_error("engine failed the request") : delta.error;
-        finish(FinishReason::kError, out);
-        return out;
-    }
-    for (size_t i = 0; i < delta.tokens.size() && !stop_.stopped(); ++i) {
+    out.error = error.ok() ? core::internal_error("engine failed the request") : std::move(error);
+    finish("error", out);
+    return out;
+}
+
+ChoiceOutput ChoicePipeline::push(std::span<const int32_t> tokens,
+                                  std::span<const engine::TokenLogprob> logprobs,
+                                  std::optional<engine::FinishReason> reason) {
+    ChoiceOutput out;
+    if (finished_) return out;
+    for (size_t i = 0; i < tokens.size() && !stop_.stopped(); ++i) {
         ++completion_tokens_;
         ++out.new_tokens;
-        if (i < delta.logprobs.size()) out.logprobs.push_back(delta.logprobs[i]);
+        if (i < logprobs.size()) out.logprobs.push_back(logprobs[i]);
         size_t reasoning_before = out.parsed.reasoning.size();
         size_t other_before = out.parsed.content.size() + out.parsed.tool_calls.size();
-        emit(stop_.push(detok_->push(delta.tokens[i])), out);
+        emit(stop_.push(detok_->push(tokens[i])), out);
         if (out.parsed.reasoning.size() > reasoning_before &&
             out.parsed.content.size() + out.parsed.tool_calls.size() == other_before) {
             ++reasoning_tokens_;
@@ -72,71 +65,82 @@ ChoiceOutput ChoicePipeline::push(const GenerationDelta& delta) {
     if (!out.parsed.tool_calls.empty()) saw_tool_call_ = true;
     if (stop_.stopped()) {
         out.stop_sequence = stop_.matched();
-        finish(FinishReason::kStop, out);
-    } else if (delta.finish != FinishReason::kNone) {
-        finish(delta.finish, out);
+        finish("stop", out);
+    } else if (reason) {
+        finish(engine::finish_reason_name(*reason), out);
     }
     return out;
 }
 
-Generation::Generation(Backend& backend, std::string request_id, std::vector<ChoiceSpec> choices,
-                       std::vector<std::string> stops, bool chat, ParserOptions parser)
-    : backend_(backend), request_id_(std::move(request_id)), specs_(std::move(choices)),
-      channel_(std::make_shared<Channel>()) {
-    for (size_t i = 0; i < specs_.size(); ++i) {
-        pipelines_.push_back(std::make_unique<ChoicePipeline>(backend_, stops, chat, parser));
+Generation::Generation(Backend& backend, std::string request_id, GenerationSpec spec)
+    : backend_(backend), request_id_(std::move(request_id)), spec_(std::move(spec)),
+      n_(std::max<int>(1, spec_.params.n)), channel_(std::make_shared<Channel>()) {
+    const size_t choices = spec_.prompts.size() * static_cast<size_t>(n_);
+    for (size_t i = 0; i < choices; ++i) {
+        pipelines_.push_back(std::make_unique<ChoicePipeline>(backend_, spec_.stops, spec_.chat, spec_.parser,
+                                                              spec_.include_stop_str));
     }
-    prompt_tokens_.assign(specs_.size(), 0);
-    cached_tokens_.assign(specs_.size(), 0);
-    engine_done_.assign(specs_.size(), true);
-    remaining_ = static_cast<int>(specs_.size());
+    cached_tokens_.assign(spec_.prompts.size(), 0);
+    prompt_logprobs_.resize(spec_.prompts.size());
+    engine_done_.assign(spec_.prompts.size(), true);
+    remaining_ = static_cast<int>(choices);
 }
 
 Generation::~Generation() {
     abort_all();
 }
 
+// Test hook: the given text's tokens replayed for every choice as if the engine had sampled them.
+void Generation::replay_forced(int prompt, const std::vector<int32_t>& forced) {
+    const int limit = spec_.params.max_tokens.value_or(16);
+    engine::RequestOutput out;
+    out.request_id = engine_id(prompt);
+    out.prompt_tokens = static_cast<int32_t>(spec_.prompts[prompt].size());
+    out.finished = true;
+    for (int c = 0; c < n_; ++c) {
+        engine::CompletionDelta& d = out.deltas.emplace_back();
+        d.index = c;
+        const size_t take = std::min<size_t>(forced.size(), static_cast<size_t>(limit));
+        d.token_ids.assign(forced.begin(), forced.begin() + static_cast<std::ptrdiff_t>(take));
+        if (spec_.params.logprobs) {
+            for (int32_t t : d.token_ids) d.logprobs.push_back({t, 0.0f, 1, {{t, 0.0f}}});
+        }
+        d.finish_reason = forced.size() > take ? engine::FinishReason::kLength : engine::FinishReason::kStop;
+    }
+    std::lock_guard<std::mutex> lock(channel_->mu);
+    channel_->items.push_back({prompt, std::move(out)});
+}
+
 core::Status Generation::start() {
-    for (size_t i = 0; i < specs_.size(); ++i) {
-        ChoiceSpec& spec = specs_[i];
-        prompt_tokens_[i] = static_cast<int>(spec.prompt.size());
-        if (!spec.forced_output.empty()) {
-            // Test hook: replay the given text's tokens as if the engine had sampled them.
-            DI_ASSIGN_OR_RETURN(auto forced, backend_.tokenize(spec.forced_output));
-            std::lock_guard<std::mutex> lock(channel_->mu);
-            int limit = spec.sampling.max_tokens;
-            for (size_t t = 0; t < forced.size() && static_cast<int>(t) < limit; ++t) {
-                GenerationDelta d;
-                d.tokens = {forced[t]};
-                d.prompt_tokens = prompt_tokens_[i];
-                if (spec.sampling.top_logprobs >= 0)
-                    d.logprobs.push_back({forced[t], 0.0, {{forced[t], 0.0}}});
-                channel_->items.push_back({static_cast<int>(i), std::move(d)});
-            }
-            GenerationDelta last;
-            last.finish =
-                static_cast<int>(forced.size()) > limit ? FinishReason::kLength : FinishReason::kStop;
-            channel_->items.push_back({static_cast<int>(i), std::move(last)});
+    std::vector<int32_t> forced;
+    if (!spec_.forced_output.empty()) {
+        DI_ASSIGN_OR_RETURN(forced, backend_.tokenize(spec_.forced_output));
+    }
+    for (size_t p = 0; p < spec_.prompts.size(); ++p) {
+        const int prompt = static_cast<int>(p);
+        if (!spec_.forced_output.empty()) {
+            replay_forced(prompt, forced);
             continue;
         }
-        GenerationRequest req;
-        req.id = request_id_ + "-" + std::to_string(i);
-        req.prompt_tokens = spec.prompt;
-        req.sampling = spec.sampling;
+        engine::Request req;
+        req.id = engine_id(prompt);
+        req.prompt_ids = spec_.prompts[p];
+        req.params = spec_.params;
+        req.params.n = n_;
         std::weak_ptr<Channel> weak = channel_;
-        int index = static_cast<int>(i);
-        engine_done_[i] = false;
-        core::Status st = backend_.submit(std::move(req), [weak, index](GenerationDelta d) {
-            if (auto ch = weak.lock()) {
-                {
-                    std::lock_guard<std::mutex> lock(ch->mu);
-                    ch->items.push_back({index, std::move(d)});
+        engine_done_[p] = false;
+        core::Status st =
+            backend_.submit(std::move(req), spec_.constraint, [weak, prompt](const engine::RequestOutput& o) {
+                if (auto ch = weak.lock()) {
+                    {
+                        std::lock_guard<std::mutex> lock(ch->mu);
+                        ch->items.push_back({prompt, o});
+                    }
+                    ch->cv.notify_one();
                 }
-                ch->cv.notify_one();
-            }
-        });
+            });
         if (!st.ok()) {
-            engine_done_[i] = true;
+            engine_done_[p] = true;
             abort_all();
             return st;
         }
@@ -145,40 +149,54 @@ core::Status Generation::start() {
 }
 
 std::vector<std::pair<int, ChoiceOutput>> Generation::poll(std::chrono::milliseconds timeout) {
-    std::deque<ChannelItem> items;
+    std::deque<Item> items;
     {
         std::unique_lock<std::mutex> lock(channel_->mu);
         channel_->cv.wait_for(lock, timeout, [&] { return !channel_->items.empty(); });
         items.swap(channel_->items);
     }
     std::vector<std::pair<int, ChoiceOutput>> outs;
-    for (auto& item : items) {
-        int i = item.choice;
-        if (item.delta.finish != FinishReason::kNone) engine_done_[i] = true;
-        if (item.delta.prompt_tokens > 0) {
-            prompt_tokens_[i] = item.delta.prompt_tokens;
-            cached_tokens_[i] = item.delta.cached_prompt_tokens;
+    auto record = [&](int choice, ChoiceOutput out) {
+        if (pipelines_[choice]->finished()) --remaining_;
+        outs.emplace_back(choice, std::move(out));
+    };
+    for (auto& [p, out] : items) {
+        if (out.prompt_tokens > 0) cached_tokens_[p] = out.cached_tokens;
+        if (out.prompt_logprobs) prompt_logprobs_[p] = std::move(*out.prompt_logprobs);
+        if (out.finished) engine_done_[p] = true;
+        const bool failed = !out.status.ok();
+        for (const auto& d : out.deltas) {
+            if (d.index < 0 || d.index >= n_) continue;
+            const int i = p * n_ + d.index;
+            if (pipelines_[i]->finished()) continue;
+            // A failed request's tokens still count; the choice then ends with the error below.
+            record(i, pipelines_[i]->push(d.token_ids, d.logprobs, failed ? std::nullopt : d.finish_reason));
         }
-        ChoicePipeline& p = *pipelines_[i];
-        if (p.finished()) continue;
-        ChoiceOutput out = p.push(item.delta);
-        if (p.finished()) {
-            --remaining_;
-            if (!engine_done_[i]) { // a stop string ended it: free the engine's slot and KV now
-                backend_.abort(request_id_ + "-" + std::to_string(i));
-                engine_done_[i] = true;
+        if (out.finished) { // choices the engine ended without a reason (an abort or an error)
+            for (int c = 0; c < n_; ++c) {
+                const int i = p * n_ + c;
+                if (pipelines_[i]->finished()) continue;
+                record(i, failed ? pipelines_[i]->fail(out.status)
+                                 : pipelines_[i]->push({}, {}, engine::FinishReason::kAbort));
             }
         }
-        outs.emplace_back(i, std::move(out));
+        if (!engine_done_[p]) { // stop strings ended every choice: free the engine's slots and KV now
+            bool all = true;
+            for (int c = 0; c < n_; ++c) all = all && pipelines_[p * n_ + c]->finished();
+            if (all) {
+                backend_.abort(engine_id(p));
+                engine_done_[p] = true;
+            }
+        }
     }
     return outs;
 }
 
 void Generation::abort_all() {
-    for (size_t i = 0; i < engine_done_.size(); ++i) {
-        if (!engine_done_[i]) {
-            backend_.abort(request_id_ + "-" + std::to_string(i));
-            engine_done_[i] = true;
+    for (size_t p = 0; p < engine_done_.size(); ++p) {
+        if (!engine_done_[p]) {
+            backend_.abort(engine_id(static_cast<int>(p)));
+            engine_done_[p] = true;
         }
     }
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Server-side work per request: submits one engine request per choice, and turns each choice's token
-// deltas into text (incremental detokenization -> stop strings with hold-back -> DeepSeek output parser).
-// The engine calls back on its own thread into a per-request channel; the HTTP thread drains it.
+// Server-side work per request: submits one engine request per prompt (its n choices forked in the engine),
+// and turns each choice's token deltas into text (incremental detokenization -> stop strings with hold-back
+// -> DeepSeek output parser). The engine calls back on its own thread into a per-request channel; the HTTP
+// thread drains it.
 
 #include <chrono>
 #include <condition_variable>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,7 +23,7 @@ namespace deepinfer::server {
 struct ChoiceOutput {
     std::string text;   // completions: raw text after stop strings
     ParsedDelta parsed; // chat: text split into reasoning / content / tool calls
-    std::vector<TokenLogprob> logprobs;
+    std::vector<engine::TokenLogprob> logprobs;
     int new_tokens = 0;
     std::optional<std::string> finish_reason; // "stop", "length", "tool_calls", "abort", "error"
     std::string stop_sequence;                // with "stop": the stop string that ended it, if one did
@@ -30,9 +32,14 @@ struct ChoiceOutput {
 
 class ChoicePipeline {
 public:
-    ChoicePipeline(const Backend& backend, std::vector<std::string> stops, bool chat, ParserOptions parser);
+    ChoicePipeline(const Backend& backend, std::vector<std::string> stops, bool chat, ParserOptions parser,
+                   bool include_stop = false);
 
-    ChoiceOutput push(const GenerationDelta& delta);
+    // New tokens of this choice (logprobs parallel when requested), and why the engine ended it, if it did.
+    ChoiceOutput push(std::span<const int32_t> tokens, std::span<const engine::TokenLogprob> logprobs,
+                      std::optional<engine::FinishReason> finish);
+    // The engine failed the request: ends the choice with finish "error".
+    ChoiceOutput fail(core::Status error);
     bool finished() const { return finished_; }
     int completion_tokens() const { return completion_tokens_; }
     int reasoning_tokens() const { return reasoning_tokens_; }
@@ -40,7 +47,8 @@ public:
 
 private:
     void emit(const std::string& text, ChoiceOutput& out);
-    void finish(FinishReason reason, ChoiceOutput& out);
+    // The OpenAI finish reason: "stop", "length", "tool_calls", "abort" or "error".
+    void finish(std::string_view reason, ChoiceOutput& out);
 
     std::unique_ptr<IncrementalDetokenizer> detok_;
     StopMatcher stop_;
@@ -51,22 +59,23 @@ private:
     bool saw_tool_call_ = false;
 };
 
-struct ChoiceSpec {
-    std::vector<int32_t> prompt;
-    SamplingOptions sampling;
+// What one HTTP request runs: one engine request per prompt, each forked into params.n choices.
+struct GenerationSpec {
+    std::vector<std::vector<int32_t>> prompts;
+    engine::SamplingParams params; // max_tokens resolved
+    OutputConstraint constraint;
+    std::vector<std::string> stops;
+    bool include_stop_str = false; // the matched stop string stays in the text
+    bool chat = false;
+    ParserOptions parser;
     std::string forced_output; // test hook: emitted instead of engine output when non-empty
 };
 
-struct ChannelItem {
-    int choice = 0;
-    GenerationDelta delta;
-};
-
-// Runs the choices of one HTTP request. Destroying it aborts whatever is unfinished.
+// Runs the choices of one HTTP request: choice i is completion i % n of prompt i / n. Destroying it aborts
+// whatever is unfinished.
 class Generation {
 public:
-    Generation(Backend& backend, std::string request_id, std::vector<ChoiceSpec> choices,
-               std::vector<std::string> stops, bool chat, ParserOptions parser);
+    Generation(Backend& backend, std::string request_id, GenerationSpec spec);
     ~Generation();
     Generation(const Generation&) = delete;
     Generation& operator=(const Generation&) = delete;
@@ -78,24 +87,38 @@ public:
     void abort_all();
 
     int num_choices() const { return static_cast<int>(pipelines_.size()); }
+    int num_prompts() const { return static_cast<int>(spec_.prompts.size()); }
+    int prompt_of(int choice) const { return choice / n_; }
     const ChoicePipeline& pipeline(int i) const { return *pipelines_[i]; }
-    int prompt_tokens(int i) const { return prompt_tokens_[i]; }
-    int cached_tokens(int i) const { return cached_tokens_[i]; }
+    int cached_tokens(int prompt) const { return cached_tokens_[prompt]; }
+    const std::vector<int32_t>& prompt(int p) const { return spec_.prompts[p]; }
+    // The engine's prompt logprobs (params.prompt_logprobs set): one entry per prompt token, the first empty;
+    // empty until the engine's first output for that prompt (which precedes its choices' outputs).
+    const std::vector<std::optional<engine::TokenLogprob>>& prompt_logprobs(int p) const {
+        return prompt_logprobs_[p];
+    }
 
 private:
+    struct Item {
+        int prompt = 0;
+        engine::RequestOutput output;
+    };
     struct Channel {
         std::mutex mu;
         std::condition_variable cv;
-        std::deque<ChannelItem> items;
+        std::deque<Item> items;
     };
+    std::string engine_id(int prompt) const { return request_id_ + "-" + std::to_string(prompt); }
+    void replay_forced(int prompt, const std::vector<int32_t>& forced);
 
     Backend& backend_;
     std::string request_id_;
-    std::vector<ChoiceSpec> specs_;
+    GenerationSpec spec_;
+    int n_ = 1;
     std::vector<std::unique_ptr<ChoicePipeline>> pipelines_;
-    std::vector<int> prompt_tokens_;
-    std::vector<int> cached_tokens_;
-    std::vector<bool> engine_done_; // the engine sent its final delta (or never got the request)
+    std::vector<int> cached_tokens_;                                                // per prompt
+    std::vector<std::vector<std::optional<engine::TokenLogprob>>> prompt_logprobs_; // per prompt
+    std::vector<bool> engine_done_; // per prompt: the engine sent its final output (or never got it)
     std::shared_ptr<Channel> channel_;
     int remaining_ = 0;
 };

@@ -105,12 +105,12 @@ bool HttpServer::State::admit(const std::string& endpoint, httplib::Response& re
 }
 
 std::optional<ApiError> HttpServer::State::resolve_max_tokens(int n_prompt, const char* prompt_field,
-                                                              bool max_tokens_set, std::optional<int> cap,
-                                                              int& max_tokens) const {
+                                                              std::optional<int32_t> asked,
+                                                              std::optional<int> cap, int& max_tokens) const {
     const int ctx = backend.context_length();
     if (n_prompt >= ctx) return context_too_long(prompt_field, n_prompt, ctx);
-    auto resolved =
-        backend.resolve_max_tokens(n_prompt, max_tokens_set ? std::optional<int>(max_tokens) : std::nullopt);
+    const bool max_tokens_set = asked.has_value();
+    auto resolved = backend.resolve_max_tokens(n_prompt, asked);
     if (!resolved.ok()) {
         ApiError e = invalid_param(max_tokens_set ? "max_tokens" : prompt_field, resolved.status().message());
         e.code = resolved.status().code() == core::StatusCode::kResourceExhausted ? "kv_cache_too_small"

@@ -142,6 +142,9 @@ std::string ServerMetrics::render(const EngineStats& engine) const {
     out += "deepinfer_prefix_cache_queries_total " + std::to_string(engine.prefix_cache_queries) + "\n";
     header(out, "deepinfer_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
     out += "deepinfer_prefix_cache_hits_total " + std::to_string(engine.prefix_cache_hits) + "\n";
+    header(out, "deepinfer_prefill_tokens_total", "counter",
+           "Prompt tokens computed by the engine (the n completions of a request share one prefill).");
+    out += "deepinfer_prefill_tokens_total " + std::to_string(engine.prefill_tokens) + "\n";
     header(out, "deepinfer_prefix_cache_hit_rate", "gauge", "Prefix-cache hits / queries since start.");
     double rate = engine.prefix_cache_queries
                       ? static_cast<double>(engine.prefix_cache_hits) / engine.prefix_cache_queries

@@ -2,6 +2,8 @@
 
 #include "server/request_parser.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -146,32 +148,32 @@ bool parse_guided(const json& j, OutputConstraint& c, FieldErrors& err) {
 bool parse_common(const json& j, const ParserLimits& limits, CommonRequest& r, FieldErrors& err) {
     if (!present(j, "model")) return err.fail("model", "'model' is required");
     read_string(j, "model", r.model, err);
-    SamplingOptions& s = r.sampling;
-    s.max_tokens = -1;
+    engine::SamplingParams& s = r.sampling;
     long long v = 0;
     const long long kMaxTok = std::numeric_limits<int>::max();
     for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-        if (present(j, key) && read_int(j, key, 1, kMaxTok, v, err)) {
-            s.max_tokens = static_cast<int>(v);
-            r.max_tokens_set = true;
+        if (present(j, key) && read_int(j, key, 1, kMaxTok, v, err)) s.max_tokens = static_cast<int32_t>(v);
+    }
+    // Reads a float field in [lo, hi]; `open_low`: lo itself is refused.
+    auto number = [&](const char* key, double lo, double hi, float& out, bool open_low = false) {
+        if (!present(j, key)) return;
+        double d = out;
+        read_number(j, key, lo, hi, d, err);
+        if (err.ok() && open_low && d <= lo) {
+            char range[64];
+            std::snprintf(range, sizeof range, "(%g, %g]", lo, hi);
+            err.fail(key, "'" + std::string(key) + "' must be in " + range);
         }
-    }
-    read_number(j, "temperature", 0.0, 2.0, s.temperature, err);
-    if (present(j, "top_p")) {
-        read_number(j, "top_p", 0.0, 1.0, s.top_p, err);
-        if (err.ok() && s.top_p <= 0.0) err.fail("top_p", "'top_p' must be in (0, 1]");
-    }
-    v = -1;
-    if (read_int(j, "top_k", -1, limits.vocab_size, v, err)) s.top_k = v == 0 ? -1 : static_cast<int>(v);
-    read_number(j, "min_p", 0.0, 1.0, s.min_p, err);
-    read_number(j, "presence_penalty", -2.0, 2.0, s.presence_penalty, err);
-    read_number(j, "frequency_penalty", -2.0, 2.0, s.frequency_penalty, err);
-    if (present(j, "repetition_penalty")) {
-        read_number(j, "repetition_penalty", 0.0, 10.0, s.repetition_penalty, err);
-        if (err.ok() && s.repetition_penalty <= 0.0) {
-            err.fail("repetition_penalty", "'repetition_penalty' must be in (0, 10]");
-        }
-    }
+        out = static_cast<float>(d);
+    };
+    number("temperature", 0.0, 2.0, s.temperature);
+    number("top_p", 0.0, 1.0, s.top_p, /*open_low=*/true);
+    v = 0;
+    if (read_int(j, "top_k", -1, limits.vocab_size, v, err)) s.top_k = static_cast<int32_t>(v);
+    number("min_p", 0.0, 1.0, s.min_p);
+    number("presence_penalty", -2.0, 2.0, s.presence_penalty);
+    number("frequency_penalty", -2.0, 2.0, s.frequency_penalty);
+    number("repetition_penalty", 0.0, 10.0, s.repetition_penalty, /*open_low=*/true);
     if (present(j, "logit_bias")) {
         const json& lb = j.at("logit_bias");
         if (!lb.is_object()) return err.fail("logit_bias", "'logit_bias' must be an object");
@@ -185,7 +187,7 @@ bool parse_common(const json& j, const ParserLimits& limits, CommonRequest& r, F
             if (!val.is_number() || val.get<double>() < -100.0 || val.get<double>() > 100.0) {
                 return err.fail("logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
             }
-            s.logit_bias[static_cast<int32_t>(tok)] = val.get<double>();
+            s.logit_bias.emplace_back(static_cast<int32_t>(tok), val.get<float>());
         }
     }
     if (present(j, "seed")) {
@@ -194,7 +196,7 @@ bool parse_common(const json& j, const ParserLimits& limits, CommonRequest& r, F
                                                    : static_cast<uint64_t>(j.at("seed").get<int64_t>());
     }
     v = 1;
-    if (read_int(j, "n", 1, limits.max_n, v, err)) r.n = static_cast<int>(v);
+    if (read_int(j, "n", 1, limits.max_n, v, err)) s.n = static_cast<int32_t>(v);
     if (present(j, "stop")) {
         const json& st = j.at("stop");
         if (st.is_string()) {
@@ -215,6 +217,25 @@ bool parse_common(const json& j, const ParserLimits& limits, CommonRequest& r, F
             if (s_.empty()) return err.fail("stop", "'stop' strings must not be empty");
         }
     }
+    // vLLM's extra sampling fields (checked against the vocabulary again by the engine).
+    if (present(j, "stop_token_ids")) {
+        const json& ids = j.at("stop_token_ids");
+        if (!ids.is_array() || static_cast<int>(ids.size()) > limits.max_stop_token_ids) {
+            return err.fail("stop_token_ids", "'stop_token_ids' must be a list of at most " +
+                                                  std::to_string(limits.max_stop_token_ids) + " token ids");
+        }
+        for (const auto& t : ids) {
+            if (!t.is_number_integer() || t.get<long long>() < 0 || t.get<long long>() >= limits.vocab_size) {
+                return err.fail("stop_token_ids", "'stop_token_ids' entries must be token ids in [0, " +
+                                                      std::to_string(limits.vocab_size) + ")");
+            }
+            s.stop_token_ids.push_back(static_cast<int32_t>(t.get<long long>()));
+        }
+    }
+    v = 0;
+    if (read_int(j, "min_tokens", 0, kMaxTok, v, err)) s.min_tokens = static_cast<int32_t>(v);
+    read_bool(j, "ignore_eos", s.ignore_eos, err);
+    read_bool(j, "include_stop_str_in_output", r.include_stop_str_in_output, err);
     read_bool(j, "stream", r.stream, err);
     if (present(j, "stream_options")) {
         const json& so = j.at("stream_options");
@@ -228,7 +249,7 @@ bool parse_common(const json& j, const ParserLimits& limits, CommonRequest& r, F
         if (!t.is_object()) return err.fail("deepinfer_test", "'deepinfer_test' must be an object");
         read_string(t, "forced_output", r.forced_output, err, "deepinfer_test");
     }
-    if (!parse_guided(j, s.constraint, err)) return false;
+    if (!parse_guided(j, r.constraint, err)) return false;
     return err.ok();
 }
 
@@ -240,7 +261,6 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
     if (!j) return err.error();
     CompletionRequest r;
     if (!detail::parse_common(*j, limits, r.common, err)) return err.error();
-    if (r.common.sampling.max_tokens < 0) r.common.sampling.max_tokens = 16; // OpenAI's default
     if (!present(*j, "prompt")) return invalid_param("prompt", "'prompt' is required");
     const json& p = j->at("prompt");
     auto token_list = [&](const json& arr, std::vector<int32_t>& out) {
@@ -277,23 +297,32 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
     } else {
         return invalid_param("prompt", kShape);
     }
-    if (static_cast<int>(r.prompts.size()) * r.common.n > limits.max_n * 4) {
+    if (static_cast<int>(r.prompts.size()) * r.common.sampling.n > limits.max_n * 4) {
         return invalid_param("prompt", "too many prompts x n in one request");
     }
-    long long lp = -1;
-    if (detail::read_int(*j, "logprobs", 0, limits.max_top_logprobs, lp, err)) {
-        r.common.sampling.top_logprobs = static_cast<int>(lp);
+    long long lp = 0;
+    if (present(*j, "logprobs") && detail::read_int(*j, "logprobs", 0, limits.max_top_logprobs, lp, err)) {
+        r.common.sampling.logprobs = static_cast<int32_t>(lp);
     }
     detail::read_bool(*j, "echo", r.echo, err);
-    if (r.echo)
-        return ApiError{400, "invalid_request_error", "'echo' is not supported", "echo", "unsupported_value"};
+    // vLLM's prompt_logprobs; echo with logprobs scores the prompt too (lm-eval's loglikelihood requests).
+    long long plp = 0;
+    if (present(*j, "prompt_logprobs") &&
+        detail::read_int(*j, "prompt_logprobs", 0, limits.max_top_logprobs, plp, err)) {
+        r.common.sampling.prompt_logprobs = static_cast<int32_t>(plp);
+        r.prompt_logprobs = true;
+    }
+    if (r.echo && r.common.sampling.logprobs) {
+        r.common.sampling.prompt_logprobs =
+            std::max(r.common.sampling.prompt_logprobs.value_or(0), *r.common.sampling.logprobs);
+    }
     if (present(*j, "suffix")) {
         return ApiError{400, "invalid_request_error", "'suffix' is not supported", "suffix",
                         "unsupported_value"};
     }
-    long long best_of = r.common.n;
+    long long best_of = r.common.sampling.n;
     detail::read_int(*j, "best_of", 1, limits.max_n, best_of, err);
-    if (err.ok() && best_of != r.common.n) {
+    if (err.ok() && best_of != r.common.sampling.n) {
         return ApiError{400, "invalid_request_error", "'best_of' other than n is not supported", "best_of",
                         "unsupported_value"};
     }

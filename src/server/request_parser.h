@@ -15,6 +15,7 @@ struct ParserLimits {
     int vocab_size = 1 << 30;
     int max_n = 16;
     int max_stop = 16;
+    int max_stop_token_ids = 1024;
     int max_top_logprobs = 20;
     int max_depth = 64;             // JSON nesting accepted at all
     int max_object_members = 1024;  // members of any one object

@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/sampling_params.h"
 #include "server/backend.h"
 
 namespace deepinfer::server {
@@ -13,10 +14,12 @@ namespace deepinfer::server {
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct CommonRequest {
     std::string model;
-    SamplingOptions sampling; // max_tokens < 0 until the prompt length is known ("as many as fit")
-    bool max_tokens_set = false;
-    int n = 1;
+    // The engine's own struct: n completions forked from one prompt, logprobs, stop ids, min_tokens,
+    // ignore_eos. max_tokens unset until the prompt length is known ("as many as fit").
+    engine::SamplingParams sampling;
+    OutputConstraint constraint; // compiled by the backend into sampling.constraint
     std::vector<std::string> stop;
+    bool include_stop_str_in_output = false; // vLLM: the matched stop string ends the text
     bool stream = false;
     bool include_usage = false; // stream_options.include_usage
     std::string user;
@@ -35,7 +38,8 @@ struct CompletionRequest {
     CommonRequest common;
     // One entry per prompt: text prompts are tokenized later, token-id prompts are used as given.
     std::vector<std::variant<std::string, std::vector<int32_t>>> prompts;
-    bool echo = false;
+    bool echo = false; // the prompt's text (and, with logprobs, its tokens' logprobs) before the output
+    bool prompt_logprobs = false; // vLLM's prompt_logprobs field was given: each choice carries them
 };
 
 } // namespace deepinfer::server

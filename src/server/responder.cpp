@@ -7,8 +7,8 @@ namespace deepinfer::server {
 Responder::Responder(HttpServer::State& s, std::string endpoint, std::unique_ptr<Generation> gen,
                      ResponseMeta meta, bool stream, bool include_usage, int prompt_tokens)
     : s_(s), endpoint_(std::move(endpoint)), gen_(std::move(gen)), meta_(std::move(meta)), stream_(stream),
-      include_usage_(include_usage), prompt_tokens_(prompt_tokens), prompt_of_choice_(gen_->num_choices(), 0),
-      start_(std::chrono::steady_clock::now()), last_write_(start_), last_token_(gen_->num_choices()) {
+      include_usage_(include_usage), prompt_tokens_(prompt_tokens), start_(std::chrono::steady_clock::now()),
+      last_write_(start_), last_token_(gen_->num_choices()) {
     Backend* b = &s.backend;
     token_text_ = [b](int32_t t) { return b->token_text(t); };
 }
@@ -25,17 +25,11 @@ void Responder::attach(httplib::Response& res) {
 Usage Responder::usage() const {
     Usage u;
     u.prompt_tokens = prompt_tokens_;
-    std::vector<bool> prompt_counted;
     for (int i = 0; i < gen_->num_choices(); ++i) {
         u.completion_tokens += gen_->pipeline(i).completion_tokens();
         u.reasoning_tokens += gen_->pipeline(i).reasoning_tokens();
-        size_t p = prompt_of_choice_[i];
-        if (prompt_counted.size() <= p) prompt_counted.resize(p + 1, false);
-        if (!prompt_counted[p]) {
-            prompt_counted[p] = true;
-            u.cached_tokens += gen_->cached_tokens(i);
-        }
     }
+    for (int p = 0; p < gen_->num_prompts(); ++p) u.cached_tokens += gen_->cached_tokens(p);
     return u;
 }
 

@@ -41,9 +41,8 @@ protected:
     ResponseMeta meta_;
     bool stream_;
     bool include_usage_;
-    int prompt_tokens_;                 // unique prompt tokens (n > 1 counts a prompt once)
-    std::vector<int> prompt_of_choice_; // choice -> prompt index (completions with several prompts)
-    core::Status error_;                // first engine error
+    int prompt_tokens_;  // unique prompt tokens (n > 1 counts a prompt once)
+    core::Status error_; // first engine error
 
 private:
     bool step(httplib::DataSink& sink);

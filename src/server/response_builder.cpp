@@ -43,10 +43,10 @@ void ChatChoiceResult::merge(const ParsedDelta& d) {
     }
 }
 
-json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& token_text) {
+json chat_logprobs_json(const std::vector<engine::TokenLogprob>& lps, const TokenText& token_text) {
     json content = json::array();
     for (const auto& lp : lps) {
-        std::string t = token_text(lp.token);
+        std::string t = token_text(lp.token_id);
         json top = json::array();
         for (const auto& [tok, logprob] : lp.top) {
             std::string tt = token_text(tok);
@@ -58,23 +58,61 @@ json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& t
     return {{"content", content}};
 }
 
-json text_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& token_text,
-                        size_t text_offset) {
+size_t utf8_chars(std::string_view text) {
+    size_t n = 0;
+    for (char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+}
+
+json text_logprobs_json(const std::vector<engine::TokenLogprob>& lps, const TokenText& token_text,
+                        size_t text_offset, const EchoedPrompt* echo) {
     json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-    for (const auto& lp : lps) {
-        std::string t = token_text(lp.token);
+    auto add = [&](int32_t id, const engine::TokenLogprob* lp) {
+        std::string t = token_text(id);
         tokens.push_back(t);
-        token_logprobs.push_back(lp.logprob);
-        json m = json::object();
-        for (const auto& [tok, logprob] : lp.top) m[token_text(tok)] = logprob;
+        token_logprobs.push_back(lp ? json(lp->logprob) : json(nullptr));
+        json m = lp ? json::object() : json(nullptr);
+        if (lp) {
+            for (const auto& [tok, logprob] : lp->top) m[token_text(tok)] = logprob;
+        }
         top.push_back(m);
         offsets.push_back(text_offset);
-        text_offset += t.size();
+        text_offset += utf8_chars(t);
+    };
+    if (echo) {
+        for (size_t k = 0; k < echo->ids.size(); ++k) {
+            const bool has = k < echo->logprobs.size() && echo->logprobs[k].has_value();
+            add(echo->ids[k], has ? &*echo->logprobs[k] : nullptr);
+        }
     }
+    for (const auto& lp : lps) add(lp.token_id, &lp);
     return {{"tokens", tokens},
             {"token_logprobs", token_logprobs},
             {"top_logprobs", top},
             {"text_offset", offsets}};
+}
+
+json prompt_logprobs_json(const EchoedPrompt& prompt, const TokenText& token_text) {
+    json out = json::array();
+    for (size_t k = 0; k < prompt.ids.size(); ++k) {
+        if (k >= prompt.logprobs.size() || !prompt.logprobs[k]) {
+            out.push_back(nullptr);
+            continue;
+        }
+        const engine::TokenLogprob& lp = *prompt.logprobs[k];
+        json m = json::object();
+        m[std::to_string(lp.token_id)] = {
+            {"logprob", lp.logprob}, {"rank", lp.rank}, {"decoded_token", token_text(lp.token_id)}};
+        for (size_t r = 0; r < lp.top.size(); ++r) {
+            const std::string key = std::to_string(lp.top[r].token_id);
+            if (m.contains(key)) continue;
+            m[key] = {{"logprob", lp.top[r].logprob},
+                      {"rank", static_cast<int>(r) + 1},
+                      {"decoded_token", token_text(lp.top[r].token_id)}};
+        }
+        out.push_back(std::move(m));
+    }
+    return out;
 }
 
 json chat_completion_json(const ResponseMeta& meta, const std::vector<ChatChoiceResult>& choices,
@@ -115,11 +153,13 @@ json text_completion_json(const ResponseMeta& meta, const std::vector<TextChoice
     json cs = json::array();
     for (size_t i = 0; i < choices.size(); ++i) {
         const auto& c = choices[i];
-        cs.push_back(
-            {{"index", i},
-             {"text", c.text},
-             {"logprobs", with_logprobs ? text_logprobs_json(c.logprobs, token_text, 0) : json(nullptr)},
-             {"finish_reason", c.finish_reason}});
+        cs.push_back({{"index", i},
+                      {"text", c.text},
+                      {"logprobs",
+                       with_logprobs ? text_logprobs_json(c.logprobs, token_text, 0, c.echo) : json(nullptr)},
+                      {"finish_reason", c.finish_reason}});
+        if (c.prompt_logprobs)
+            cs.back()["prompt_logprobs"] = prompt_logprobs_json(*c.prompt_logprobs, token_text);
     }
     return {{"id", meta.id}, {"object", "text_completion"}, {"created", meta.created}, {"model", meta.model},
             {"choices", cs}, {"usage", usage_json(usage)}};

@@ -32,23 +32,39 @@ struct ChatChoiceResult {
     std::string content;
     std::string reasoning;
     std::vector<ToolCallDelta> tool_calls; // merged: one entry per call, arguments complete
-    std::vector<TokenLogprob> logprobs;
+    std::vector<engine::TokenLogprob> logprobs;
     std::string finish_reason;
     void merge(const ParsedDelta& d);
 };
 
+// A prompt echoed before a completion's output (echo with logprobs): its ids and their logprobs (the
+// first entry is empty: nothing predicts the first token).
+struct EchoedPrompt {
+    std::vector<int32_t> ids;
+    std::vector<std::optional<engine::TokenLogprob>> logprobs;
+};
+
 struct TextChoiceResult {
     std::string text;
-    std::vector<TokenLogprob> logprobs;
+    const EchoedPrompt* echo = nullptr;            // echo with logprobs: prompt entries lead the logprobs
+    const EchoedPrompt* prompt_logprobs = nullptr; // vLLM's prompt_logprobs requested
+    std::vector<engine::TokenLogprob> logprobs;
     std::string finish_reason;
 };
 
 // token_text renders a token id for logprobs.
 using TokenText = std::function<std::string(int32_t)>;
 
-json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& token_text);
-json text_logprobs_json(const std::vector<TokenLogprob>& lps, const TokenText& token_text,
-                        size_t text_offset);
+json chat_logprobs_json(const std::vector<engine::TokenLogprob>& lps, const TokenText& token_text);
+// Completions logprobs; text_offset counts characters (code points), as OpenAI's do. `echo`: the prompt's
+// tokens first (the first with null logprobs).
+json text_logprobs_json(const std::vector<engine::TokenLogprob>& lps, const TokenText& token_text,
+                        size_t text_offset, const EchoedPrompt* echo = nullptr);
+// vLLM's prompt_logprobs: per prompt token null (the first) or {"<id>": {logprob, rank, decoded_token}} for
+// the token itself and the top alternatives.
+json prompt_logprobs_json(const EchoedPrompt& prompt, const TokenText& token_text);
+// Characters (code points) in UTF-8 text: bytes that do not continue a sequence.
+size_t utf8_chars(std::string_view text);
 
 json chat_completion_json(const ResponseMeta& meta, const std::vector<ChatChoiceResult>& choices,
                           const Usage& usage, bool with_logprobs, const TokenText& token_text);

@@ -42,9 +42,13 @@ struct HttpServer::State {
     // Before anything starts: fills `max_tokens` for a prompt of n_prompt tokens (unset: the engine's
     // default, capped at `cap` when given), or returns the error naming the field at fault: the prompt
     // field when it alone cannot fit, else max_tokens, with the numbers.
-    std::optional<ApiError> resolve_max_tokens(int n_prompt, const char* prompt_field, bool max_tokens_set,
-                                               std::optional<int> cap, int& max_tokens) const;
+    std::optional<ApiError> resolve_max_tokens(int n_prompt, const char* prompt_field,
+                                               std::optional<int32_t> asked, std::optional<int> cap,
+                                               int& max_tokens) const;
     std::string new_id(const char* prefix);
+    // What every generation request must pass before anything runs: the model name, test hooks enabled
+    // when used, and a structured-output constraint the backend can compile.
+    std::optional<ApiError> check_request(const CommonRequest& r) const;
 };
 
 // `body` is the whole request body, read within the size and time limits.

@@ -5,7 +5,8 @@
 
 namespace deepinfer::server {
 
-StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop)
+    : stops_(std::move(stops)), include_stop_(include_stop) {
     stops_.erase(std::remove_if(stops_.begin(), stops_.end(), [](const auto& s) { return s.empty(); }),
                  stops_.end());
 }
@@ -15,15 +16,18 @@ std::string StopMatcher::push(std::string_view text) {
     pending_.append(text);
     if (stops_.empty()) return std::exchange(pending_, {});
     // Earliest complete match wins.
-    size_t first = std::string::npos;
+    size_t first = std::string::npos, end = 0;
     for (const auto& s : stops_) {
         const size_t at = pending_.find(s);
-        if (at != std::string::npos && (first == std::string::npos || at < first)) matched_ = s;
-        first = std::min(first, at);
+        if (at < first) {
+            first = at;
+            end = at + s.size();
+            matched_ = s;
+        }
     }
     if (first != std::string::npos) {
         stopped_ = true;
-        std::string out = pending_.substr(0, first);
+        std::string out = pending_.substr(0, include_stop_ ? end : first);
         pending_.clear();
         return out;
     }

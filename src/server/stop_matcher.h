@@ -2,7 +2,8 @@
 // Stop strings over streamed text. push() returns the text that is safe to emit: anything that could still
 // be the start of a stop string is held back until later text rules it out, so a partial stop string is
 // never sent to the client. Once a stop string matches, the text before it is returned and stopped()
-// turns true; the stop string itself is not part of the output (OpenAI semantics).
+// turns true; the stop string itself is not part of the output (OpenAI semantics) unless include_stop is set
+// (vLLM's include_stop_str_in_output).
 
 #include <string>
 #include <string_view>
@@ -12,7 +13,7 @@ namespace deepinfer::server {
 
 class StopMatcher {
 public:
-    explicit StopMatcher(std::vector<std::string> stops);
+    explicit StopMatcher(std::vector<std::string> stops, bool include_stop = false);
 
     std::string push(std::string_view text);
     // End of generation: releases what was held back (no stop string can complete any more).
@@ -24,6 +25,7 @@ public:
 private:
     std::vector<std::string> stops_;
     std::string pending_; // held-back tail
+    bool include_stop_ = false;
     bool stopped_ = false;
     std::string matched_;
 };

@@ -37,6 +37,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/finish_reason.h"
+
 namespace deepinfer::tokenizer {
 
 enum class ParseEventKind {
@@ -54,7 +56,7 @@ struct ParseEvent {
     int index = -1;   // tool call index
 };
 
-enum class FinishReason { kStop, kLength };
+using core::FinishReason; // why generation stopped: kLength cuts a half-written marker
 
 struct ParsedToolCall {
     std::string name;

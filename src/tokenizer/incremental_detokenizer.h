@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace deepinfer::tokenizer {
 
@@ -27,14 +28,12 @@ public:
     std::string finish();
 
     // Bytes held back waiting for the rest of a character (0..3).
-    std::size_t pending_bytes() const { return pending_.size(); }
+    std::size_t pending_bytes() const { return repair_.pending_bytes(); }
 
 private:
-    std::string drain(bool final);
-
     const Tokenizer* tok_;
     bool skip_special_;
-    std::string pending_;
+    utf8::StreamRepair repair_;
 };
 
 } // namespace deepinfer::tokenizer

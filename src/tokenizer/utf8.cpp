@@ -138,4 +138,38 @@ char32_t decode_at(std::string_view s, std::size_t i, std::size_t* len) {
     return cp;
 }
 
+std::string StreamRepair::push(std::string_view bytes) {
+    pending_.append(bytes);
+    return drain(false);
+}
+
+std::string StreamRepair::finish() {
+    return drain(true);
+}
+
+std::string StreamRepair::drain(bool final) {
+    std::string out;
+    const std::string_view p = pending_;
+    std::size_t i = 0;
+    while (i < p.size()) {
+        if (static_cast<unsigned char>(p[i]) < 0x80) {
+            out.push_back(p[i++]);
+            continue;
+        }
+        const std::size_t n = valid_sequence_length(p, i);
+        if (n != 0) {
+            out.append(p.substr(i, n));
+            i += n;
+            continue;
+        }
+        // An ill-formed run that reaches the end may still be a character whose rest has not arrived.
+        const std::size_t sub = maximal_subpart_length(p, i);
+        if (!final && i + sub == p.size() && incomplete_tail_length(p.substr(i)) == sub) break;
+        out.append("\xEF\xBF\xBD");
+        i += sub;
+    }
+    pending_.erase(0, i);
+    return out;
+}
+
 } // namespace deepinfer::tokenizer::utf8

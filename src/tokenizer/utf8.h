@@ -26,6 +26,21 @@ std::string sanitize(std::string_view s);
 // Returns the number of such trailing bytes (0..3).
 std::size_t incomplete_tail_length(std::string_view s);
 
+// Lossy UTF-8 repair of a byte stream, incrementally: what push() and finish() return, concatenated, equals
+// sanitize() of all the bytes pushed, and never ends inside a character (an unfinished one is held back until
+// its rest arrives, or becomes U+FFFD at finish()). The one repair behind every detokenizer, so streamed text
+// equals a full decode.
+class StreamRepair {
+public:
+    std::string push(std::string_view bytes);
+    std::string finish();
+    std::size_t pending_bytes() const { return pending_.size(); }
+
+private:
+    std::string drain(bool final);
+    std::string pending_;
+};
+
 // Appends the UTF-8 encoding of code point cp (cp must be a scalar value).
 void append_codepoint(std::string& out, char32_t cp);
 

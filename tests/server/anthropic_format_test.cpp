@@ -65,7 +65,7 @@ TEST(AnthropicFormat, TranslatesAToolLoopIntoTheChatRequest) {
     EXPECT_EQ(r.common.sampling.max_tokens, 64);
     EXPECT_EQ(r.common.sampling.top_k, 5);
     EXPECT_EQ(r.prompt.tool_choice, "function:get_weather");
-    EXPECT_TRUE(r.common.sampling.constraint.single_call);
+    EXPECT_TRUE(r.common.constraint.single_call);
 }
 
 TEST(AnthropicFormat, ToolChoiceAndThinkingMappings) {

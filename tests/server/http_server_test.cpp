@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "server/fake_backend.h"
+#include "fake_backend.h"
 
 namespace deepinfer::server {
 namespace {

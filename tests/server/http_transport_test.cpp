@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "server/fake_backend.h"
+#include "fake_backend.h"
 #include "server/http_server.h"
 
 namespace deepinfer::server {

@@ -1,14 +1,16 @@
 // The per-request text pipeline: DSML parser, detokenizer + stop strings + parser, metrics rendering.
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "fake_backend.h"
 #include "server/engine_backend_text.h"
-#include "server/fake_backend.h"
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/response_builder.h"
-#include "server/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace deepinfer::server {
 namespace {
@@ -70,21 +72,66 @@ std::vector<int32_t> ids(const FakeBackend& b, const std::string& s) {
     return b.tokenize(s).value();
 }
 
+// Byte strings with multi-byte characters split over tokens and every kind of ill-formed sequence (a
+// truncated character followed by ASCII, a stray continuation, an overlong, a surrogate, 0xFF, a truncated
+// character at the very end), plus seeded random bytes.
+std::vector<std::string> utf8_cases() {
+    std::vector<std::string> cases = {"h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x91\x8d!",
+                                      "a\xe2\x82"
+                                      "b",
+                                      "\x80\x80x",
+                                      "\xe0\x80\xafz",
+                                      "\xed\xa0\x80 surrogate",
+                                      "\xff\xfe\xc3",
+                                      "\xf0\x9f\x91",
+                                      "\xf4\x90\x80\x80 too big"};
+    std::mt19937 rng(13);
+    for (int c = 0; c < 200; ++c) {
+        std::string s;
+        for (int i = 0, n = 1 + static_cast<int>(rng() % 24); i < n; ++i) {
+            // Mostly bytes that start or continue multi-byte characters.
+            s.push_back(static_cast<char>(rng() % 4 == 0 ? 0x20 + rng() % 0x5f : 0x80 + rng() % 0x80));
+        }
+        cases.push_back(std::move(s));
+    }
+    return cases;
+}
+
+// Streamed text (one token at a time, as the engine produces it) must equal a full decode of the same ids:
+// the tokenizer's lossy repair (one U+FFFD per maximal ill-formed subpart), on every detokenizer the server
+// runs: the byte-level codec of the test models, the fake backend, and the whole choice pipeline.
+TEST(Utf8, StreamedTextEqualsAFullDecode) {
+    auto codec = detail::make_byte_codec(0, 1);
+    FakeBackend fake;
+    for (const std::string& bytes : utf8_cases()) {
+        const std::string full = tokenizer::utf8::sanitize(bytes);
+        std::vector<int32_t> ids = codec->encode(bytes);
+        ASSERT_EQ(ids.size(), bytes.size());
+        auto detok = codec->new_detokenizer();
+        std::string streamed;
+        for (int32_t t : ids) streamed += detok->push(t);
+        streamed += detok->flush();
+        EXPECT_EQ(streamed, full) << testing::PrintToString(bytes);
+
+        std::vector<int32_t> fake_ids(bytes.begin(), bytes.end());
+        for (int32_t& t : fake_ids) t &= 0xff;
+        ChoicePipeline p(fake, {}, false, {});
+        std::string piped;
+        for (size_t i = 0; i < fake_ids.size(); ++i) {
+            auto last = i + 1 == fake_ids.size() ? std::optional(engine::FinishReason::kStop) : std::nullopt;
+            piped += p.push({&fake_ids[i], 1}, {}, last).text;
+        }
+        EXPECT_EQ(piped, full) << testing::PrintToString(bytes);
+    }
+}
+
 TEST(ChoicePipeline, DetokenizesUtf8AcrossTokensAndAppliesStops) {
     FakeBackend b;
     ChoicePipeline p(b, {"STOP"}, false, {});
-    GenerationDelta d;
-    d.tokens = ids(b, "h\xc3\xa9llo ST"); // é split over two byte tokens
     std::string text;
-    for (int32_t t : d.tokens) {
-        GenerationDelta one;
-        one.tokens = {t};
-        text += p.push(one).text;
-    }
+    for (int32_t t : ids(b, "h\xc3\xa9llo ST")) text += p.push({&t, 1}, {}, std::nullopt).text; // é split
     EXPECT_EQ(text, "h\xc3\xa9llo "); // "ST" held back
-    GenerationDelta rest;
-    rest.tokens = ids(b, "OP and more");
-    auto out = p.push(rest);
+    auto out = p.push(ids(b, "OP and more"), {}, std::nullopt);
     EXPECT_EQ(out.text, "");
     ASSERT_TRUE(out.finish_reason.has_value());
     EXPECT_EQ(*out.finish_reason, "stop");
@@ -95,71 +142,86 @@ TEST(ChoicePipeline, DetokenizesUtf8AcrossTokensAndAppliesStops) {
 TEST(ChoicePipeline, LengthFinishFlushesHeldText) {
     FakeBackend b;
     ChoicePipeline p(b, {"xyz"}, false, {});
-    GenerationDelta d;
-    d.tokens = ids(b, "abcxy");
-    d.finish = FinishReason::kLength;
-    auto out = p.push(d);
+    auto out = p.push(ids(b, "abcxy"), {}, engine::FinishReason::kLength);
     EXPECT_EQ(out.text, "abcxy");
     EXPECT_EQ(*out.finish_reason, "length");
 }
 
-TEST(ChoicePipeline, ToolCallsMakeFinishReasonToolCalls) {
+TEST(ChoicePipeline, ToolCallsMakeFinishReasonToolCallsAndErrorsEndTheChoice) {
     FakeBackend b;
     ChoicePipeline p(b, {}, true, {false, true});
-    GenerationDelta d;
-    d.tokens = ids(b, kCall);
-    d.finish = FinishReason::kStop;
-    auto out = p.push(d);
+    auto out = p.push(ids(b, kCall), {}, engine::FinishReason::kStop);
     EXPECT_EQ(*out.finish_reason, "tool_calls");
     ChatChoiceResult r;
     r.merge(out.parsed);
     ASSERT_EQ(r.tool_calls.size(), 1u);
     EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+    ChoicePipeline q(b, {}, false, {});
+    auto failed = q.fail(core::internal_error("boom"));
+    EXPECT_EQ(failed.finish_reason, "error");
+    EXPECT_EQ(failed.error.message(), "boom");
+    EXPECT_TRUE(q.finished());
+}
+
+// Drains a generation; returns each choice's text and finish reason.
+std::vector<std::pair<std::string, std::string>> drain(Generation& g) {
+    std::vector<std::pair<std::string, std::string>> r(g.num_choices());
+    for (int i = 0; i < 1000 && !g.done(); ++i) {
+        for (auto& [c, out] : g.poll(std::chrono::milliseconds(50))) {
+            r[c].first += out.text;
+            if (out.finish_reason) r[c].second = *out.finish_reason;
+        }
+    }
+    EXPECT_TRUE(g.done());
+    return r;
 }
 
 TEST(Generation, ForcedOutputRunsWithoutTheEngineAndHonoursMaxTokens) {
     FakeBackend b;
-    ChoiceSpec spec;
-    spec.prompt = ids(b, "prompt");
+    GenerationSpec spec;
+    spec.prompts = {ids(b, "prompt")};
     spec.forced_output = "hello world";
-    spec.sampling.max_tokens = 5;
-    Generation g(b, "req-forced", {spec}, {}, false, {});
+    spec.params.max_tokens = 5;
+    spec.params.n = 2;
+    Generation g(b, "req-forced", spec);
     ASSERT_TRUE(g.start().ok());
-    std::string text;
-    std::optional<std::string> finish;
-    for (int i = 0; i < 100 && !g.done(); ++i) {
-        for (auto& [c, out] : g.poll(std::chrono::milliseconds(50))) {
-            text += out.text;
-            if (out.finish_reason) finish = out.finish_reason;
-        }
+    auto r = drain(g);
+    ASSERT_EQ(r.size(), 2u);
+    for (const auto& [text, finish] : r) {
+        EXPECT_EQ(text, "hello");
+        EXPECT_EQ(finish, "length");
     }
-    EXPECT_EQ(text, "hello");
-    EXPECT_EQ(finish, "length");
 }
 
 TEST(Generation, SeededChoicesReproduceAndStopStringsAbortTheEngineRequest) {
     FakeBackendConfig cfg;
     cfg.step_delay_us = 0;
     FakeBackend b(cfg);
-    auto run = [&](const std::string& id, std::vector<std::string> stops) {
-        SamplingOptions s;
-        s.max_tokens = 40;
-        s.seed = 7;
-        Generation g(b, id, {ChoiceSpec{ids(b, "p"), s, ""}}, stops, false, {});
+    auto run = [&](const std::string& id, std::vector<std::string> stops, int n = 1) {
+        GenerationSpec spec;
+        spec.prompts = {ids(b, "p")};
+        spec.params.max_tokens = 40;
+        spec.params.seed = 7;
+        spec.params.n = n;
+        spec.stops = std::move(stops);
+        Generation g(b, id, spec);
         EXPECT_TRUE(g.start().ok());
-        std::string text;
-        for (int i = 0; i < 1000 && !g.done(); ++i) {
-            for (auto& [c, out] : g.poll(std::chrono::milliseconds(50))) text += out.text;
-        }
-        EXPECT_TRUE(g.done());
-        return text;
+        return drain(g);
     };
-    std::string a = run("r1", {}), b2 = run("r2", {});
+    std::string a = run("r1", {})[0].first, b2 = run("r2", {})[0].first;
     EXPECT_EQ(a, b2);
     EXPECT_EQ(a.size(), 40u);
     std::string stop = a.substr(10, 2);
-    std::string c = run("r3", {stop});
+    std::string c = run("r3", {stop})[0].first;
     EXPECT_EQ(c, a.substr(0, a.find(stop)));
+    // n = 3: one engine request, three choices; the first reproduces the n = 1 run, the others differ.
+    uint64_t prefill_before = b.stats().prefill_tokens;
+    auto three = run("r4", {}, 3);
+    ASSERT_EQ(three.size(), 3u);
+    EXPECT_EQ(b.stats().prefill_tokens - prefill_before, ids(b, "p").size());
+    EXPECT_EQ(three[0].first, a);
+    EXPECT_NE(three[1].first, three[0].first);
+    EXPECT_NE(three[2].first, three[1].first);
     for (int i = 0; i < 200 && b.live_requests() > 0; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     EXPECT_EQ(b.live_requests(), 0);
@@ -190,24 +252,6 @@ TEST(Metrics, RendersCountersHistogramsAndEngineGauges) {
     EXPECT_NE(t.find("deepinfer_time_to_first_token_seconds_count 2\n"), std::string::npos);
     EXPECT_NE(t.find("deepinfer_num_requests_running 2\n"), std::string::npos);
     EXPECT_NE(t.find("deepinfer_prefix_cache_hit_rate 0.4"), std::string::npos);
-}
-
-} // namespace
-} // namespace deepinfer::server
-
-namespace deepinfer::server {
-namespace {
-
-TEST(Utf8, ReplacesIllFormedBytesAndFindsIncompleteTails) {
-    EXPECT_EQ(valid_utf8("a\xc3\xa9z"), "a\xc3\xa9z");
-    EXPECT_EQ(valid_utf8("a\xff"), "a\xEF\xBF\xBD");
-    EXPECT_EQ(valid_utf8("\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");
-    EXPECT_EQ(valid_utf8("\xed\xa0\x80"),
-              "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"); // a surrogate is ill-formed
-    EXPECT_EQ(incomplete_utf8_tail("ab\xe2\x82"), 2u); // € missing its last byte
-    EXPECT_EQ(incomplete_utf8_tail("ab\xe2\x82\xac"), 0u);
-    EXPECT_EQ(incomplete_utf8_tail("ab\xf0"), 1u);
-    EXPECT_EQ(incomplete_utf8_tail("abc"), 0u);
 }
 
 } // namespace

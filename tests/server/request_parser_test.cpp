@@ -31,11 +31,12 @@ const std::string kMsgs = R"("model":"m","messages":[{"role":"user","content":"h
 TEST(ChatParser, MinimalRequestGetsDefaults) {
     ChatRequest r = chat_ok("{" + kMsgs + "}");
     EXPECT_EQ(r.common.model, "m");
-    ASSERT_EQ(r.prompt.messages.size(), 1u);
-    EXPECT_EQ(r.prompt.messages[0].content, "hi");
-    EXPECT_EQ(r.common.n, 1);
-    EXPECT_EQ(r.common.sampling.max_tokens, -1); // unset: resolved against the context later
-    EXPECT_EQ(r.common.sampling.top_logprobs, -1);
+    ASSERT_EQ(r.prompt.conversation.messages.size(), 1u);
+    EXPECT_EQ(r.prompt.conversation.messages[0].role, tokenizer::Role::kUser);
+    EXPECT_EQ(r.prompt.conversation.messages[0].content, "hi");
+    EXPECT_EQ(r.common.sampling.n, 1);
+    EXPECT_FALSE(r.common.sampling.max_tokens.has_value()); // unset: resolved against the context later
+    EXPECT_FALSE(r.common.sampling.logprobs.has_value());
     EXPECT_EQ(r.prompt.tool_choice, "none");
     // DeepSeek's default (as its API and vLLM): thinking, effort high.
     EXPECT_TRUE(r.prompt.thinking);
@@ -48,20 +49,19 @@ TEST(ChatParser, ReadsEverySamplingField) {
         "seed":42,"n":3,"stop":["a","bb"],"max_completion_tokens":12,"logprobs":true,"top_logprobs":4,
         "stream":true,"stream_options":{"include_usage":true},"user":"u1"})");
     const auto& s = r.common.sampling;
-    EXPECT_DOUBLE_EQ(s.temperature, 0.5);
-    EXPECT_DOUBLE_EQ(s.top_p, 0.9);
+    EXPECT_FLOAT_EQ(s.temperature, 0.5f);
+    EXPECT_FLOAT_EQ(s.top_p, 0.9f);
     EXPECT_EQ(s.top_k, 40);
-    EXPECT_DOUBLE_EQ(s.min_p, 0.05);
-    EXPECT_DOUBLE_EQ(s.presence_penalty, 0.1);
-    EXPECT_DOUBLE_EQ(s.frequency_penalty, -0.2);
-    EXPECT_DOUBLE_EQ(s.repetition_penalty, 1.1);
-    EXPECT_EQ(s.logit_bias.at(7), 5);
-    EXPECT_EQ(s.logit_bias.at(9), -100);
+    EXPECT_FLOAT_EQ(s.min_p, 0.05f);
+    EXPECT_FLOAT_EQ(s.presence_penalty, 0.1f);
+    EXPECT_FLOAT_EQ(s.frequency_penalty, -0.2f);
+    EXPECT_FLOAT_EQ(s.repetition_penalty, 1.1f);
+    EXPECT_EQ(s.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, 5.0f}, {9, -100.0f}}));
     EXPECT_EQ(*s.seed, 42u);
-    EXPECT_EQ(r.common.n, 3);
+    EXPECT_EQ(r.common.sampling.n, 3);
     EXPECT_EQ(r.common.stop, (std::vector<std::string>{"a", "bb"}));
     EXPECT_EQ(s.max_tokens, 12);
-    EXPECT_EQ(s.top_logprobs, 4);
+    EXPECT_EQ(s.logprobs, 4);
     EXPECT_TRUE(r.common.stream);
     EXPECT_TRUE(r.common.include_usage);
     EXPECT_EQ(r.common.user, "u1");
@@ -147,15 +147,18 @@ TEST(ChatParser, AssistantHistoryWithToolsAndReasoning) {
         {"role":"assistant","content":"done","reasoning":"r2"}],
         "tools":[{"type":"function","function":{"name":"get","description":"d","parameters":{"type":"object"}}}],
         "tool_choice":{"type":"function","function":{"name":"get"}}})");
-    ASSERT_EQ(r.prompt.messages.size(), 6u);
-    EXPECT_EQ(r.prompt.messages[1].content, "d1\n\nd2");
-    EXPECT_EQ(r.prompt.messages[3].reasoning, "thought");
-    ASSERT_EQ(r.prompt.messages[3].tool_calls.size(), 1u);
-    EXPECT_EQ(r.prompt.messages[3].tool_calls[0].arguments, "{\"x\":1}");
-    EXPECT_EQ(r.prompt.messages[4].tool_call_id, "call_1");
-    EXPECT_EQ(r.prompt.messages[5].reasoning, "r2");
-    ASSERT_EQ(r.prompt.tools.size(), 1u);
-    EXPECT_EQ(r.prompt.tools[0].parameters_json, R"({"type":"object"})");
+    const auto& msgs = r.prompt.conversation.messages;
+    ASSERT_EQ(msgs.size(), 6u);
+    EXPECT_EQ(msgs[1].content, "d1\n\nd2");
+    EXPECT_EQ(msgs[3].reasoning, "thought");
+    ASSERT_EQ(msgs[3].tool_calls.size(), 1u);
+    EXPECT_EQ(msgs[3].tool_calls[0].arguments, "{\"x\":1}");
+    EXPECT_EQ(msgs[4].role, tokenizer::Role::kTool);
+    EXPECT_EQ(msgs[4].tool_call_id, "call_1");
+    EXPECT_EQ(msgs[5].reasoning, "r2");
+    ASSERT_TRUE(r.prompt.has_tools());
+    ASSERT_EQ(r.prompt.conversation.tools.size(), 1u);
+    EXPECT_EQ(r.prompt.conversation.tools[0]["function"]["parameters"].dump(), R"({"type":"object"})");
     EXPECT_EQ(r.prompt.tool_choice, "function:get");
 }
 
@@ -188,37 +191,37 @@ TEST(ChatParser, ResponseFormat) {
 TEST(ChatParser, ConstraintsBecomeOneOutputConstraint) {
     using Kind = OutputConstraint::Kind;
     auto r = chat_ok("{" + kMsgs + R"(,"response_format":{"type":"json_object"},"thinking":true})");
-    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kJsonObject);
-    EXPECT_EQ(r.common.sampling.constraint.field, "response_format");
+    EXPECT_EQ(r.common.constraint.kind, Kind::kJsonObject);
+    EXPECT_EQ(r.common.constraint.field, "response_format");
     EXPECT_FALSE(r.prompt.thinking); // constrained requests are rendered without thinking
     r = chat_ok("{" + kMsgs +
                 R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer"}}}})");
-    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kJsonSchema);
-    EXPECT_EQ(r.common.sampling.constraint.source, R"({"type":"integer"})");
+    EXPECT_EQ(r.common.constraint.kind, Kind::kJsonSchema);
+    EXPECT_EQ(r.common.constraint.source, R"({"type":"integer"})");
     r = chat_ok("{" + kMsgs + R"(,"guided_json":"{\"type\": \"integer\"}"})");
-    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kJsonSchema);
-    EXPECT_EQ(r.common.sampling.constraint.source, R"({"type":"integer"})");
+    EXPECT_EQ(r.common.constraint.kind, Kind::kJsonSchema);
+    EXPECT_EQ(r.common.constraint.source, R"({"type":"integer"})");
     r = chat_ok("{" + kMsgs + R"(,"structured_outputs":{"regex":"a+"}})");
-    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kRegex);
-    EXPECT_EQ(r.common.sampling.constraint.field, "structured_outputs.regex");
-    EXPECT_EQ(r.common.sampling.constraint.source, "a+");
+    EXPECT_EQ(r.common.constraint.kind, Kind::kRegex);
+    EXPECT_EQ(r.common.constraint.field, "structured_outputs.regex");
+    EXPECT_EQ(r.common.constraint.source, "a+");
     r = chat_ok("{" + kMsgs + R"(,"guided_choice":["a\"b","c\\d","\n"]})");
-    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kGrammar);
-    EXPECT_EQ(r.common.sampling.constraint.source, "root ::= \"a\\\"b\" | \"c\\\\d\" | \"\\x0A\"\n");
+    EXPECT_EQ(r.common.constraint.kind, Kind::kGrammar);
+    EXPECT_EQ(r.common.constraint.source, "root ::= \"a\\\"b\" | \"c\\\\d\" | \"\\x0A\"\n");
     const std::string tools =
         R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}},)"
         R"({"type":"function","function":{"name":"g"}}])";
     r = chat_ok("{" + kMsgs + tools + R"(,"tool_choice":"required","parallel_tool_calls":false})");
-    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kTools);
-    EXPECT_TRUE(r.common.sampling.constraint.single_call);
-    EXPECT_EQ(r.common.sampling.constraint.only_tool, "");
-    EXPECT_EQ(r.common.sampling.constraint.source,
+    EXPECT_EQ(r.common.constraint.kind, Kind::kTools);
+    EXPECT_TRUE(r.common.constraint.single_call);
+    EXPECT_EQ(r.common.constraint.only_tool, "");
+    EXPECT_EQ(r.common.constraint.source,
               R"([{"name":"f","parameters":{"type":"object"}},{"name":"g","parameters":{}}])");
     r = chat_ok("{" + kMsgs + tools + R"(,"tool_choice":{"type":"function","function":{"name":"g"}}})");
-    EXPECT_EQ(r.common.sampling.constraint.only_tool, "g");
-    EXPECT_FALSE(r.common.sampling.constraint.single_call);
+    EXPECT_EQ(r.common.constraint.only_tool, "g");
+    EXPECT_FALSE(r.common.constraint.single_call);
     r = chat_ok("{" + kMsgs + tools + R"(,"tool_choice":"auto"})");
-    EXPECT_EQ(r.common.sampling.constraint.kind, Kind::kNone);
+    EXPECT_EQ(r.common.constraint.kind, Kind::kNone);
 
     for (auto [extra, param] : std::vector<std::pair<std::string, std::string>>{
              {R"(,"guided_regex":"a","guided_choice":["b"])", "guided_choice"},
@@ -248,8 +251,9 @@ TEST(CompletionParser, PromptShapes) {
     ASSERT_EQ(ids.prompts.size(), 1u);
     EXPECT_EQ(std::get<std::vector<int32_t>>(ids.prompts[0]), (std::vector<int32_t>{1, 2, 3}));
     EXPECT_EQ(ok(R"({"model":"m","prompt":[[1],[2,3]]})").prompts.size(), 2u);
-    EXPECT_EQ(ok(R"({"model":"m","prompt":"x"})").common.sampling.max_tokens, 16);
-    EXPECT_EQ(ok(R"({"model":"m","prompt":"x","logprobs":2})").common.sampling.top_logprobs, 2);
+    // Unset: OpenAI's 16 at most, resolved with the prompt's length.
+    EXPECT_FALSE(ok(R"({"model":"m","prompt":"x"})").common.sampling.max_tokens.has_value());
+    EXPECT_EQ(ok(R"({"model":"m","prompt":"x","logprobs":2})").common.sampling.logprobs, 2);
 }
 
 TEST(CompletionParser, BadPrompts) {
@@ -262,6 +266,36 @@ TEST(CompletionParser, BadPrompts) {
     auto r = parse_completion_request(R"({"model":"m","prompt":"x","logprobs":99})", limits());
     ASSERT_TRUE(std::holds_alternative<ApiError>(r));
     EXPECT_EQ(std::get<ApiError>(r).param, "logprobs");
+}
+
+TEST(CompletionParser, VllmSamplingFieldsEchoAndPromptLogprobs) {
+    auto ok = [](const std::string& body) {
+        auto r = parse_completion_request(body, limits());
+        EXPECT_TRUE(std::holds_alternative<CompletionRequest>(r)) << body;
+        return std::get<CompletionRequest>(r);
+    };
+    auto r = ok(R"({"model":"m","prompt":"x","stop_token_ids":[3,4],"min_tokens":2,"ignore_eos":true,
+                    "include_stop_str_in_output":true})");
+    EXPECT_EQ(r.common.sampling.stop_token_ids, (std::vector<int32_t>{3, 4}));
+    EXPECT_EQ(r.common.sampling.min_tokens, 2);
+    EXPECT_TRUE(r.common.sampling.ignore_eos);
+    EXPECT_TRUE(r.common.include_stop_str_in_output);
+    auto echo = ok(R"({"model":"m","prompt":"x","echo":true,"logprobs":3})");
+    EXPECT_TRUE(echo.echo);
+    EXPECT_EQ(echo.common.sampling.prompt_logprobs, 3); // echo with logprobs scores the prompt
+    EXPECT_FALSE(echo.prompt_logprobs);
+    auto plp = ok(R"({"model":"m","prompt":"x","prompt_logprobs":1,"echo":true,"logprobs":2})");
+    EXPECT_EQ(plp.common.sampling.prompt_logprobs, 2);
+    EXPECT_TRUE(plp.prompt_logprobs);
+    EXPECT_FALSE(ok(R"({"model":"m","prompt":"x","echo":true})").common.sampling.prompt_logprobs.has_value());
+    for (std::string bad :
+         {R"("stop_token_ids":[1000])", R"("stop_token_ids":7)", R"("min_tokens":-1)", R"("ignore_eos":1)",
+          R"("prompt_logprobs":21)", R"("include_stop_str_in_output":"y")"}) {
+        auto e = parse_completion_request(R"({"model":"m","prompt":"x",)" + bad + "}", limits());
+        ASSERT_TRUE(std::holds_alternative<ApiError>(e)) << bad;
+        const std::string& param = std::get<ApiError>(e).param;
+        EXPECT_NE(bad.find(param), std::string::npos) << bad << " named " << param;
+    }
 }
 
 TEST(ApiErrorJson, HasTheOpenAiShape) {

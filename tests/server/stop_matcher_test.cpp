@@ -26,6 +26,13 @@ TEST(StopMatcher, StopsAndDropsTheStopString) {
     EXPECT_EQ(m.push("more"), "");
 }
 
+TEST(StopMatcher, IncludeStopKeepsTheEarliestMatchedStopString) {
+    StopMatcher m({"xyz", "END", "N"}, /*include_stop=*/true);
+    EXPECT_EQ(feed(m, {"hello E", "N", "D world"}), "hello EN"); // "N" completes first
+    StopMatcher k({"END", "lo E"}, /*include_stop=*/true);
+    EXPECT_EQ(feed(k, {"hello E", "N", "D world"}), "hello E");
+}
+
 TEST(StopMatcher, HoldsBackAPartialStopString) {
     StopMatcher m({"</stop>"});
     EXPECT_EQ(m.push("abc</st"), "abc"); // "</st" could still become the stop string

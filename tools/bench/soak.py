@@ -57,7 +57,8 @@ print("\\n".join("%.6f" % x for x in out))
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build/release/src/cli/deepinfer"))
+    ap.add_argument("--bin", default="", help="the binary (default: build/release/src/cli/deepinfer with "
+                    "--model, else the test tree's deepinfer-fake, which adds serve --backend fake)")
     ap.add_argument("--model", default="", help="model directory (default: the fake backend)")
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--minutes", type=float, default=10.0)
@@ -65,6 +66,9 @@ def main():
     ap.add_argument("--fake-step-us", type=int, default=20000)
     args = ap.parse_args()
 
+    if not args.bin:
+        args.bin = os.path.join(ROOT, "build/release/src/cli/deepinfer" if args.model
+                                else "build/release/tests/server/deepinfer-fake")
     tmp = tempfile.TemporaryDirectory()
     port_file = os.path.join(tmp.name, "port")
     cmd = [args.bin, "serve", "--host", "127.0.0.1", "--port", "0", "--port-file", port_file,

@@ -2,7 +2,8 @@
 
 Every server listens on 127.0.0.1 on a free port (--port 0 --port-file) and is always killed at the end.
 DEEPINFER_BIN is the binary; DEEPINFER_TEST_MODEL, when set, is a model directory served by the real
-engine, otherwise the deterministic fake backend runs (--backend fake)."""
+engine, otherwise the deterministic fake backend runs (--backend fake) in DEEPINFER_FAKE_BIN, the test tree's
+deepinfer-fake binary (the product binary does not link the fake backend)."""
 
 import json
 import os
@@ -13,6 +14,12 @@ import time
 import urllib.request
 
 BIN = os.environ.get("DEEPINFER_BIN", "build/release/src/cli/deepinfer")
+FAKE_BIN = os.environ.get("DEEPINFER_FAKE_BIN", "build/release/tests/server/deepinfer-fake")
+
+
+def binary_for(args):
+    """The binary that serves these `serve` arguments: deepinfer-fake for --backend fake."""
+    return FAKE_BIN if "fake" in args and "--backend" in args else BIN
 SANITIZED = os.environ.get("DEEPINFER_SANITIZED", "") not in ("", "0")
 MODEL_DIR = os.environ.get("DEEPINFER_TEST_MODEL", "")
 
@@ -42,7 +49,8 @@ class Server:
     def __enter__(self):
         self.tmp = tempfile.TemporaryDirectory()
         port_file = os.path.join(self.tmp.name, "port")
-        cmd = [BIN, "serve"] + ([self.model_dir] if self.model_dir and self.positional_model else [])
+        cmd = [BIN if self.model_dir else FAKE_BIN, "serve"]
+        cmd += [self.model_dir] if self.model_dir and self.positional_model else []
         cmd += ["--host", "127.0.0.1", "--port", "0", "--port-file", port_file, "--enable-test-hooks",
                 "--log-level", "warn"]
         if self.model_dir:

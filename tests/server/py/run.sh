@@ -9,4 +9,6 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 py="$("$root/scripts/setup-pytest.sh")"
 cd "$here"
-DEEPINFER_BIN="$bin" exec timeout 560 "$root/$py" -m unittest -v "test_$suite"
+# The fake backend is in the test tree's deepinfer-fake binary, beside the build's tests/server.
+fake="${DEEPINFER_FAKE_BIN:-$(dirname "$bin")/../../tests/server/deepinfer-fake}"
+DEEPINFER_BIN="$bin" DEEPINFER_FAKE_BIN="$(realpath -m "$fake")" exec timeout 560 "$root/$py" -m unittest -v "test_$suite"

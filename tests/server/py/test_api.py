@@ -10,7 +10,7 @@ import unittest
 import openai
 import requests
 
-from common import Server, sse_events
+from common import MODEL_DIR, Server, sse_events
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather for a city",
@@ -27,6 +27,19 @@ def real_tokenizer(model_dir):
         return False
     with open(f"{model_dir}/config.json") as f:
         return json.load(f).get("vocab_size", 0) >= 129280
+
+
+def events(response):
+    """The JSON events of an SSE response, [DONE] left out."""
+    return [json.loads(d) for d in sse_events(response.iter_lines()) if d != "[DONE]"]
+
+
+def eos_id():
+    """The served model's EOS id (the fake backend's is 257)."""
+    if not MODEL_DIR:
+        return 257
+    with open(f"{MODEL_DIR}/config.json") as f:
+        return json.load(f)["eos_token_id"]
 
 
 def forced(text):
@@ -143,6 +156,121 @@ class Api(unittest.TestCase):
             model=self.model, prompt="stop test", max_tokens=40, seed=99, temperature=1.0, stop=stop,
             stream=True) if c.choices)
         self.assertEqual(streamed, text[:first])
+
+    # ---- n > 1 and vLLM's sampling fields (issue 12) ----
+
+    def test_n_forks_one_prompt_in_the_engine(self):
+        prompt = "fork %d: one prefill for every choice" % time.time_ns()  # unique: no prefix-cache hits
+        before = self.server.metrics()["deepinfer_prefill_tokens_total"]
+        r = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=8, n=4, temperature=1.0,
+                                           seed=7)
+        prefilled = self.server.metrics()["deepinfer_prefill_tokens_total"] - before
+        self.assertEqual(sorted(c.index for c in r.choices), [0, 1, 2, 3])
+        self.assertEqual(prefilled, r.usage.prompt_tokens - r.usage.prompt_tokens_details.cached_tokens)
+        texts = [c.text for c in sorted(r.choices, key=lambda c: c.index)]
+        self.assertGreater(len(set(texts)), 1, texts)  # each choice samples its own stream
+        again = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=8, n=4,
+                                               temperature=1.0, seed=7)
+        self.assertEqual([c.text for c in sorted(again.choices, key=lambda c: c.index)], texts)
+
+    def test_stop_token_ids_min_tokens_and_ignore_eos(self):
+        tok = 70  # made certain by a +100 bias
+
+        def run(bias, **extra):
+            r = self.client.completions.create(model=self.model, prompt="x", max_tokens=8, logit_bias={str(bias): 100},
+                                               extra_body=extra)
+            return r.usage.completion_tokens, r.choices[0].finish_reason
+
+        self.assertEqual(run(tok), (8, "length"))
+        self.assertEqual(run(tok, stop_token_ids=[tok]), (1, "stop"))
+        self.assertEqual(run(tok, stop_token_ids=[tok], min_tokens=3), (4, "stop"))
+        n, finish = run(eos_id())
+        self.assertEqual(finish, "stop")
+        self.assertLessEqual(n, 1)
+        self.assertEqual(run(eos_id(), ignore_eos=True), (8, "length"))
+        self.assertEqual(run(eos_id(), min_tokens=5), (6, "stop"))
+        for bad in ({"min_tokens": 20, "max_tokens": 4}, {"stop_token_ids": [-1]}, {"stop_token_ids": "7"},
+                    {"ignore_eos": "yes"}):
+            body = {"model": self.model, "prompt": "x", "max_tokens": 4, **bad}
+            r = self.post("/v1/completions", body)
+            self.assertEqual(r.status_code, 400, r.text)
+            self.assertIn(next(k for k in bad if k != "max_tokens"), r.text)
+
+    def test_include_stop_str_in_output(self):
+        out = "alpha beta ##END## gamma"
+        for stream in (False, True):
+            for include in (False, True):
+                body = {"model": self.model, "prompt": "x", "max_tokens": 64, "stream": stream, "stop": ["##END##"],
+                        "include_stop_str_in_output": include, **forced(out)}
+                r = self.post("/v1/completions", body, stream=stream)
+                self.assertEqual(r.status_code, 200, r.text)
+                if stream:
+                    text = "".join(e["choices"][0]["text"] for e in events(r) if e.get("choices"))
+                else:
+                    text = r.json()["choices"][0]["text"]
+                self.assertEqual(text, "alpha beta ##END##" if include else "alpha beta ")
+
+    def test_echo_with_logprobs_scores_the_prompt(self):
+        prompt = "Hello echo"
+        r = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=3, echo=True, logprobs=1,
+                                           temperature=0)
+        c = r.choices[0]
+        self.assertTrue(c.text.startswith(prompt), c.text)
+        lp = c.logprobs
+        self.assertEqual(len(lp.tokens), r.usage.prompt_tokens + r.usage.completion_tokens)
+        self.assertEqual("".join(lp.tokens[:r.usage.prompt_tokens]), prompt)
+        self.assertIsNone(lp.token_logprobs[0])  # nothing predicts the first prompt token
+        self.assertIsNone(lp.top_logprobs[0])
+        for v in lp.token_logprobs[1:]:
+            self.assertLessEqual(v, 0.0)
+        self.assertEqual(lp.text_offset, [len("".join(lp.tokens[:k])) for k in range(len(lp.tokens))])
+        streamed = [e for e in self.client.completions.create(model=self.model, prompt=prompt, max_tokens=3,
+                                                              echo=True, logprobs=1, temperature=0, stream=True)
+                    if e.choices]
+        self.assertEqual("".join(e.choices[0].text for e in streamed), c.text)
+        self.assertEqual([t for e in streamed if e.choices[0].logprobs for t in e.choices[0].logprobs.tokens],
+                         lp.tokens)
+        plain = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=2, echo=True)
+        self.assertTrue(plain.choices[0].text.startswith(prompt))
+        self.assertIsNone(plain.choices[0].logprobs)
+
+    def test_text_offset_counts_characters(self):
+        prompt = "h\u00e9llo w\u00f6rld \u20ac"
+        r = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=3, echo=True, logprobs=0)
+        c = r.choices[0]
+        offsets = c.logprobs.text_offset
+        self.assertEqual(offsets[0], 0)
+        self.assertEqual(offsets, sorted(offsets))
+        # The first output token starts after the prompt's 13 characters (17 bytes).
+        self.assertEqual(offsets[r.usage.prompt_tokens], len(prompt))
+        out = self.client.completions.create(model=self.model, prompt=prompt, max_tokens=4, logprobs=0)
+        self.assertEqual(out.choices[0].logprobs.text_offset[0], 0)
+
+    def test_prompt_logprobs_in_vllm_shape(self):
+        ids = [5, 6, 7, 8]
+        for stream in (False, True):
+            r = self.post("/v1/completions", {"model": self.model, "prompt": ids, "max_tokens": 2, "n": 2,
+                                              "prompt_logprobs": 2, "stream": stream}, stream=stream)
+            self.assertEqual(r.status_code, 200, r.text)
+            if stream:
+                firsts = {}
+                for e in events(r):
+                    for ch in e.get("choices", []):
+                        firsts.setdefault(ch["index"], ch)
+                choices = [firsts[0], firsts[1]]
+            else:
+                choices = r.json()["choices"]
+            for ch in choices:
+                plp = ch["prompt_logprobs"]
+                self.assertEqual(len(plp), len(ids))
+                self.assertIsNone(plp[0])
+                for k, entry in enumerate(plp[1:], 1):
+                    self.assertIn(str(ids[k]), entry)
+                    self.assertLessEqual(len(entry), 3)
+                    for v in entry.values():
+                        self.assertLessEqual(v["logprob"], 0.0)
+                        self.assertGreaterEqual(v["rank"], 1)
+                        self.assertIn("decoded_token", v)
 
     def test_forced_stop_string_is_never_emitted(self):
         out = "alpha beta ##END## gamma"

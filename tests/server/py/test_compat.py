@@ -11,7 +11,7 @@ import unittest
 import openai
 import requests
 
-from common import BIN, MODEL_DIR, Server
+from common import BIN, MODEL_DIR, Server, binary_for
 
 BOS = "<｜begin▁of▁sentence｜>"
 HIGH = "Reasoning Effort: Absolute maximum"  # the 0731 table's high prompt
@@ -30,7 +30,8 @@ def render_chat(request, *flags):
 
 def serve_fails(*args):
     """Runs `deepinfer serve ARGS` expecting a startup refusal; returns its stderr."""
-    p = subprocess.run([BIN, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=60)
+    p = subprocess.run([binary_for(args), "serve", "--port", "0", *args], capture_output=True, text=True,
+                       timeout=60)
     assert p.returncode != 0, "serve %s started" % (args,)
     return p.stderr
 

@@ -15,7 +15,7 @@ import unittest
 
 import requests
 
-from common import BIN, MODEL_DIR, SANITIZED, Server, sse_events
+from common import MODEL_DIR, SANITIZED, Server, binary_for, sse_events
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TINY = os.path.join(REPO, "models", "tiny-v4")
@@ -24,7 +24,7 @@ HAS_ENGINE = os.path.exists(os.path.join(TINY, "config.json")) and bool(MODEL_DI
 
 def run_serve(*args, env=None, timeout=120):
     """Runs `deepinfer serve` expecting it to exit by itself; returns (code, output)."""
-    p = subprocess.run([BIN, "serve", "--host", "127.0.0.1", "--log-level", "warn", *args],
+    p = subprocess.run([binary_for(args), "serve", "--host", "127.0.0.1", "--log-level", "warn", *args],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
                        env=env if env is not None else os.environ)
     return p.returncode, p.stdout.decode(errors="replace")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import unittest
 
-from common import BIN
+from common import FAKE_BIN
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 STREAMS = os.environ.get("DEEPINFER_SOAK_STREAMS", "200")
@@ -16,7 +16,7 @@ MINUTES = os.environ.get("DEEPINFER_SOAK_MINUTES", "0.5")
 
 class Soak(unittest.TestCase):
     def test_bounded_soak(self):
-        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench", "soak.py"), "--bin", BIN,
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench", "soak.py"), "--bin", FAKE_BIN,
                             "--streams", STREAMS, "--minutes", MINUTES], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=300)
         out = p.stdout.decode(errors="replace")

@@ -1,8 +1,9 @@
 #pragma once
-// A deterministic stand-in for the engine and tokenizer, for server tests and `deepinfer serve
-// --backend fake`. Byte-level tokenizer (token = byte, plus a few specials); an engine loop thread that
-// takes requests from a bounded queue and emits one pseudo-random token per running request per step,
-// seeded by (seed, prompt) so seeded requests reproduce; a toy prompt renderer; the DSML parser.
+// A deterministic stand-in for the engine and tokenizer, for the server tests and the test tree's
+// `deepinfer-fake serve --backend fake` (never linked into the product binary). Byte-level tokenizer (token =
+// byte, plus a few specials); an engine loop thread that takes requests from a bounded queue and emits one
+// pseudo-random token per running request per step, seeded by (seed, prompt) so seeded requests reproduce; a
+// toy prompt renderer; the DSML parser.
 
 #include <atomic>
 #include <memory>
@@ -36,7 +37,8 @@ public:
     std::unique_ptr<IncrementalDetokenizer> new_detokenizer() const override;
     std::string token_text(int32_t token) const override;
     std::unique_ptr<OutputParser> new_output_parser(const ParserOptions& options) const override;
-    core::Status submit(GenerationRequest request, DeltaCallback callback) override;
+    core::Status submit(engine::Request request, const OutputConstraint& constraint,
+                        OutputCallback callback) override;
     void abort(const std::string& request_id) override;
     EngineStats stats() const override;
 
