@@ -29,6 +29,7 @@ struct OutputConstraint {
     std::string field;        // the request field it came from (named in errors)
     std::string only_tool;    // kTools: the one tool allowed ("" = any declared tool)
     bool single_call = false; // kTools: at most one call (parallel_tool_calls: false)
+    bool after_thinking = false; // applies from the token after </think> (a chat request in thinking mode)
 };
 
 struct SamplingOptions {
@@ -155,6 +156,9 @@ public:
 struct ParserOptions {
     bool thinking = false;   // output starts inside reasoning
     bool parse_tools = true; // recognise DSML tool calls
+    // tool_choice "auto": a call to a tool not in this list, or whose arguments break its parameters schema,
+    // is returned as content text, not as a call (docs/structured-outputs.md). Empty: no check.
+    std::vector<ToolSpec> validate_tools;
 };
 
 class Backend {

@@ -105,6 +105,7 @@ void handle_chat(HttpServer::State& s, const std::string& body, httplib::Respons
     ParserOptions popts;
     popts.thinking = r.prompt.thinking;
     popts.parse_tools = !r.prompt.tools.empty() && r.prompt.tool_choice != "none";
+    if (popts.parse_tools && r.prompt.tool_choice == "auto") popts.validate_tools = r.prompt.tools;
     ResponseMeta meta{s.new_id("chatcmpl-"), s.start_time, s.model_name};
     auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(specs), r.common.stop, true, popts);
     if (core::Status st = gen->start(); !st.ok()) {

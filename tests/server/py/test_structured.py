@@ -192,6 +192,93 @@ class Structured(unittest.TestCase):
                         jsonschema.validate(json.loads(call.function.arguments), params[call.function.name])
         self.assert_mostly_stopped(finishes, "tool calls")
 
+    def test_thinking_then_constraint(self):
+        """In thinking mode the model thinks freely; the schema applies from the token after </think>. The random
+        model never closes its thinking by itself, so the cap (half of max_tokens) closes it: the reasoning is
+        at most that long and the answer still follows the schema."""
+        schema = load("schemas", "044_geo_point.json")
+        finishes = []
+        for seed in SEEDS + [13]:
+            r = self.post("/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "Where?"}], "seed": seed, "max_tokens": 600,
+                "temperature": 1.0, "chat_template_kwargs": {"thinking": True},
+                "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}})
+            self.assertEqual(r.status_code, 200, r.text)
+            body = r.json()
+            c = body["choices"][0]
+            finishes.append(c["finish_reason"])
+            self.assertTrue(c["message"].get("reasoning_content"), "no reasoning in thinking mode")
+            reasoning = body["usage"].get("completion_tokens_details", {}).get("reasoning_tokens")
+            if reasoning is not None:
+                self.assertLessEqual(reasoning, 300)
+            if c["finish_reason"] == "stop":
+                jsonschema.validate(json.loads(c["message"]["content"]), schema)
+        self.assert_mostly_stopped(finishes, "thinking + json_schema")
+        # A tool call forced after thinking.
+        tools = TOOLSETS["weather"]
+        r = self.post("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Weather?"}], "seed": 3, "max_tokens": 600, "tools": tools,
+            "tool_choice": "required", "chat_template_kwargs": {"thinking": True}})
+        c = r.json()["choices"][0]
+        self.assertTrue(c["message"].get("reasoning_content"))
+        if c["finish_reason"] == "tool_calls":
+            for call in c["message"]["tool_calls"]:
+                jsonschema.validate(json.loads(call["function"]["arguments"]), tools[0]["function"]["parameters"])
+
+    def test_auto_tool_calls_are_validated(self):
+        """tool_choice auto: a call to an undeclared tool, or whose arguments break the schema, comes back as
+        content text, not as a call; valid calls are kept (renumbered), also when streamed."""
+        tools = TOOLSETS["weather"]
+
+        def invoke(name, params):
+            body = "".join(f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                           f'{v if isinstance(v, str) else json.dumps(v)}</｜DSML｜parameter>\n'
+                           for k, v in params.items())
+            return f'<｜DSML｜invoke name="{name}">\n{body}</｜DSML｜invoke>\n'
+
+        def block(*invokes):
+            return "\n\n<｜DSML｜tool_calls>\n" + "".join(invokes) + "</｜DSML｜tool_calls>"
+
+        good = invoke("get_weather", {"city": "Paris", "days": 3})
+        cases = [
+            ("valid", block(good), ["get_weather"]),
+            ("undeclared", block(invoke("launch_rocket", {"city": "Paris"})), []),
+            ("bad type", block(invoke("get_weather", {"city": "Paris", "days": "three"})), []),
+            ("out of range", block(invoke("get_weather", {"city": "Paris", "days": 70})), []),
+            ("missing required", block(invoke("get_weather", {"days": 2})), []),
+            ("extra property", block(invoke("get_weather", {"city": "Rome", "wind": True})), []),
+            ("mixed", block(invoke("nope", {}), good), ["get_weather"]),
+        ]
+        for what, text, names in cases:
+            with self.subTest(case=what):
+                body = {"messages": [{"role": "user", "content": "Weather?"}], "tools": tools, "tool_choice": "auto",
+                        "chat_template_kwargs": {"thinking": False}, "deepinfer_test": {"forced_output": "Sure." + text}}
+                r = self.post("/v1/chat/completions", body)
+                self.assertEqual(r.status_code, 200, r.text)
+                c = r.json()["choices"][0]
+                calls = c["message"].get("tool_calls") or []
+                self.assertEqual([x["function"]["name"] for x in calls], names)
+                self.assertEqual(c["finish_reason"], "tool_calls" if names else "stop")
+                for x in calls:
+                    self.assertEqual(json.loads(x["function"]["arguments"]), {"city": "Paris", "days": 3})
+                content = c["message"].get("content") or ""
+                self.assertTrue(content.startswith("Sure."), content)
+                if len(names) < text.count("invoke name="):
+                    self.assertIn("DSML", content, "the rejected call's text is kept")
+                else:
+                    self.assertNotIn("DSML", content)
+                # Streamed: the same calls, indices from 0.
+                s = requests.post(self.server.url("/v1/chat/completions"), stream=True, timeout=60,
+                                  json=dict(body, model=self.model, stream=True))
+                frags = []
+                for line in s.iter_lines():
+                    if line.startswith(b"data: ") and line != b"data: [DONE]":
+                        for ch in json.loads(line[6:]).get("choices", []):
+                            frags += ch.get("delta", {}).get("tool_calls") or []
+                self.assertEqual([f["function"]["name"] for f in frags if f.get("function", {}).get("name")], names)
+                self.assertTrue(all(f["index"] == 0 for f in frags))
+        # tool_choice required / named is enforced by the grammar; the check is for auto only.
+
     def test_bad_constraints_are_400(self):
         bad = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
         with self.assertRaises(openai.BadRequestError) as e:
