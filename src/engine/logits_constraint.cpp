@@ -11,18 +11,31 @@ std::span<const float> apply_logits_constraint(const LogitsConstraint& constrain
                                                int64_t* allowed_out) {
     mask.assign(static_cast<std::size_t>(constraint.mask_words()), 0u);
     constraint.fill_mask(mask);
-    scratch.assign(row.size(), -std::numeric_limits<float>::infinity());
+    constexpr float kOff = -std::numeric_limits<float>::infinity();
+    scratch.resize(row.size());
     int64_t allowed = 0;
-    const std::size_t words = std::min(mask.size(), (row.size() + 31) / 32);
-    for (std::size_t w = 0; w < words; ++w) {
-        uint32_t bits = mask[w];
-        while (bits != 0) {
-            const std::size_t id = w * 32 + static_cast<std::size_t>(std::countr_zero(bits));
-            bits &= bits - 1;
-            if (id >= row.size()) break;
-            scratch[id] = row[id];
-            ++allowed;
+    // Word by word: inside a free string nearly every word is all ones (a block copy), in structure nearly
+    // every word is zero (a block fill); only mixed words go bit by bit.
+    const std::size_t full_words = std::min(mask.size(), row.size() / 32);
+    for (std::size_t w = 0; w < full_words; ++w) {
+        const uint32_t bits = mask[w];
+        const float* src = row.data() + w * 32;
+        float* dst = scratch.data() + w * 32;
+        if (bits == ~0u) {
+            std::copy(src, src + 32, dst);
+            allowed += 32;
+        } else if (bits == 0) {
+            std::fill(dst, dst + 32, kOff);
+        } else {
+            for (int b = 0; b < 32; ++b) dst[b] = (bits >> b) & 1u ? src[b] : kOff;
+            allowed += std::popcount(bits);
         }
+    }
+    for (std::size_t id = full_words * 32; id < row.size(); ++id) { // the tail (and ids past the mask)
+        const std::size_t w = id / 32;
+        const bool on = w < mask.size() && ((mask[w] >> (id % 32)) & 1u);
+        scratch[id] = on ? row[id] : kOff;
+        allowed += on;
     }
     if (allowed_out != nullptr) *allowed_out = allowed;
     return scratch;
