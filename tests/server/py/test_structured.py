@@ -71,6 +71,9 @@ class Structured(unittest.TestCase):
         kw.setdefault("messages", [{"role": "user", "content": "Answer."}])
         # Unset max_tokens: the rest of the context (the byte-level stand-in's prompts are long).
         kw.setdefault("temperature", 1.0)
+        # Non-thinking: these tests check the grammar from the first token, whatever the server's default
+        # (test_thinking_then_constraint covers thinking mode).
+        kw["extra_body"] = {"chat_template_kwargs": {"thinking": False}, **kw.get("extra_body", {})}
         return self.client.chat.completions.create(model=self.model, **kw)
 
     def post(self, path, body):
