@@ -4,6 +4,7 @@ writes long strings, so an output may hit max_tokens (finish "length"); every ou
 validate, and most must finish so. Runs only when DEEPINFER_TEST_MODEL is set (the fake backend ignores
 constraints)."""
 
+import concurrent.futures
 import json
 import os
 import re
@@ -281,6 +282,42 @@ class Structured(unittest.TestCase):
                 self.assertEqual([f["function"]["name"] for f in frags if f.get("function", {}).get("name")], names)
                 self.assertTrue(all(f["index"] == 0 for f in frags))
         # tool_choice required / named is enforced by the grammar; the check is for auto only.
+
+    def test_preempted_constrained_requests_still_validate(self):
+        """A KV pool too small for the batch: the engine preempts sequences and recomputes them from prompt +
+        generated tokens, while each keeps its grammar state; every output still follows its constraint."""
+        schema = load("schemas", "044_geo_point.json")
+        pattern = "[a-z ]{400,500}"
+        max_tokens = 300
+        fmt = {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}
+        r = self.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Go."}], "max_tokens": 1,
+                                               "chat_template_kwargs": {"thinking": False}, "response_format": fmt})
+        prompt = r.json()["usage"]["prompt_tokens"]  # the longer prompt of the two kinds (format instructions)
+        blocks = (prompt + max_tokens + 15) // 16 + 1  # one whole request fits; eight at once do not
+        with Server("--num-kv-blocks", str(blocks), "--block-size", "16") as s:
+            def one(i):
+                body = {"model": s.model, "messages": [{"role": "user", "content": "Go."}], "seed": 40 + i,
+                        "temperature": 1.0, "max_tokens": max_tokens, "chat_template_kwargs": {"thinking": False}}
+                if i % 2:
+                    body["guided_regex"] = pattern
+                else:
+                    body["response_format"] = fmt
+                r = requests.post(s.url("/v1/chat/completions"), json=body, timeout=300)
+                self.assertEqual(r.status_code, 200, r.text)
+                return i, r.json()["choices"][0]
+
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                results = list(pool.map(one, range(8)))
+            preemptions = s.metrics().get("deepinfer_num_preemptions_total", 0)
+        self.assertGreater(preemptions, 0, "the pool was meant to be too small")
+        for i, c in results:
+            if c["finish_reason"] != "stop":
+                continue
+            if i % 2:
+                self.assertTrue(re.fullmatch(pattern, c["message"]["content"]), c["message"]["content"])
+            else:
+                jsonschema.validate(json.loads(c["message"]["content"]), schema)
+        self.assertGreaterEqual(sum(c["finish_reason"] == "stop" for _, c in results), 4)
 
     def test_bad_constraints_are_400(self):
         bad = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
