@@ -1,5 +1,6 @@
 #include "engine/logits_constraint.h"
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 
@@ -10,21 +11,107 @@ std::span<const float> apply_logits_constraint(const LogitsConstraint& constrain
                                                int64_t* allowed_out) {
     mask.assign(static_cast<std::size_t>(constraint.mask_words()), 0u);
     constraint.fill_mask(mask);
-    scratch.assign(row.size(), -std::numeric_limits<float>::infinity());
+    constexpr float kOff = -std::numeric_limits<float>::infinity();
+    scratch.resize(row.size());
     int64_t allowed = 0;
-    const std::size_t words = std::min(mask.size(), (row.size() + 31) / 32);
-    for (std::size_t w = 0; w < words; ++w) {
-        uint32_t bits = mask[w];
-        while (bits != 0) {
-            const std::size_t id = w * 32 + static_cast<std::size_t>(std::countr_zero(bits));
-            bits &= bits - 1;
-            if (id >= row.size()) break;
-            scratch[id] = row[id];
-            ++allowed;
+    // Word by word: inside a free string nearly every word is all ones (a block copy), in structure nearly
+    // every word is zero (a block fill); only mixed words go bit by bit.
+    const std::size_t full_words = std::min(mask.size(), row.size() / 32);
+    for (std::size_t w = 0; w < full_words; ++w) {
+        const uint32_t bits = mask[w];
+        const float* src = row.data() + w * 32;
+        float* dst = scratch.data() + w * 32;
+        if (bits == ~0u) {
+            std::copy(src, src + 32, dst);
+            allowed += 32;
+        } else if (bits == 0) {
+            std::fill(dst, dst + 32, kOff);
+        } else {
+            for (int b = 0; b < 32; ++b) dst[b] = (bits >> b) & 1u ? src[b] : kOff;
+            allowed += std::popcount(bits);
         }
+    }
+    for (std::size_t id = full_words * 32; id < row.size(); ++id) { // the tail (and ids past the mask)
+        const std::size_t w = id / 32;
+        const bool on = w < mask.size() && ((mask[w] >> (id % 32)) & 1u);
+        scratch[id] = on ? row[id] : kOff;
+        allowed += on;
     }
     if (allowed_out != nullptr) *allowed_out = allowed;
     return scratch;
+}
+
+DeferredConstraint::DeferredConstraint(std::unique_ptr<LogitsConstraint> inner, int32_t trigger,
+                                       std::vector<int32_t> blocked, int32_t budget,
+                                       std::shared_ptr<const TriggerText> text)
+    : inner_(std::move(inner)), trigger_(trigger), blocked_(std::move(blocked)), budget_(budget),
+      text_(std::move(text)) {}
+
+DeferredConstraint::DeferredConstraint(const DeferredConstraint& other)
+    : inner_(other.inner_->clone()), trigger_(other.trigger_), blocked_(other.blocked_),
+      budget_(other.budget_), text_(other.text_), matched_(other.matched_), free_(other.free_),
+      inner_accepted_(other.inner_accepted_), active_(other.active_) {}
+
+void DeferredConstraint::fill_mask(std::span<uint32_t> mask) const {
+    if (active_) return inner_->fill_mask(mask);
+    auto set = [&](int32_t id, bool on) {
+        const auto w = static_cast<std::size_t>(id) / 32;
+        if (id < 0 || w >= mask.size()) return;
+        const uint32_t bit = 1u << (static_cast<uint32_t>(id) % 32);
+        mask[w] = on ? (mask[w] | bit) : (mask[w] & ~bit);
+    };
+    if (budget_ >= 0 && free_ >= budget_) {
+        std::fill(mask.begin(), mask.end(), 0u);
+        set(trigger_, true);
+        return;
+    }
+    std::fill(mask.begin(), mask.end(), ~0u);
+    for (int32_t id : blocked_) set(id, false);
+    if (text_) {
+        for (int32_t id : text_->completes[matched_.empty() ? 0 : matched_.back()]) set(id, false);
+    }
+    set(trigger_, true);
+}
+
+bool DeferredConstraint::accept(int32_t token) {
+    if (active_) {
+        if (!inner_->accept(token)) return false;
+        ++inner_accepted_;
+        return true;
+    }
+    if (token == trigger_) {
+        active_ = true;
+        return true;
+    }
+    if ((budget_ >= 0 && free_ >= budget_) ||
+        std::find(blocked_.begin(), blocked_.end(), token) != blocked_.end())
+        return false;
+    uint8_t matched = 0;
+    if (text_) {
+        const auto k = static_cast<size_t>(matched_.empty() ? 0 : matched_.back());
+        const auto t = static_cast<size_t>(token) * static_cast<size_t>(text_->n) + k;
+        if (token < 0 || t >= text_->advance.size()) return false;
+        matched = text_->advance[t];
+        if (matched >= text_->n) return false; // would spell the trigger's text
+    }
+    matched_.push_back(matched);
+    ++free_;
+    return true;
+}
+
+bool DeferredConstraint::rollback(int32_t n) {
+    if (n < 0 || n > free_ + (active_ ? 1 + inner_accepted_ : 0)) return false;
+    const int32_t k = std::min(n, inner_accepted_);
+    if (k > 0 && !inner_->rollback(k)) return false;
+    inner_accepted_ -= k;
+    n -= k;
+    if (n > 0 && active_) { // the trigger itself
+        active_ = false;
+        --n;
+    }
+    free_ -= n;
+    matched_.resize(static_cast<size_t>(free_));
+    return true;
 }
 
 } // namespace deepinfer::engine

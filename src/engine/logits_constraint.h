@@ -34,6 +34,53 @@ public:
     virtual std::unique_ptr<LogitsConstraint> clone() const = 0;
 };
 
+// The tokens that would spell a trigger's text without being the trigger token (a phrase containing it, or
+// pieces completing it after a partial match): the output parser reads text, so such a token would end the
+// thinking for the parser but not for the constraint. Built once per vocabulary (make_trigger_text in
+// grammar_constraint.h).
+struct TriggerText {
+    int32_t n = 0; // bytes of the trigger's text
+    std::vector<uint8_t>
+        advance; // [vocab * n]: bytes matched after token t with k matched before (n: spelled)
+    std::vector<std::vector<int32_t>>
+        completes; // [n]: the ids that spell the text with k bytes matched before
+};
+
+// Thinking, then the constraint: every token is free until `trigger` (</think>) is accepted; from the token
+// after it on, `inner` applies (its state machine starts there). While thinking, the `blocked` tokens (the
+// end tokens) are not allowed, so a constrained answer always follows; after `budget` free tokens (< 0:
+// unlimited) only `trigger` is allowed, so a request whose budget is below max_tokens cannot end inside
+// its thinking with no answer. The server sets budget = max_tokens / 2 (docs/structured-outputs.md).
+class DeferredConstraint final : public LogitsConstraint {
+public:
+    // `text` (optional): tokens that spell the trigger's text are not allowed while thinking.
+    DeferredConstraint(std::unique_ptr<LogitsConstraint> inner, int32_t trigger, std::vector<int32_t> blocked,
+                       int32_t budget, std::shared_ptr<const TriggerText> text = nullptr);
+    DeferredConstraint(const DeferredConstraint& other);
+
+    void fill_mask(std::span<uint32_t> mask) const override;
+    int32_t mask_words() const override { return inner_->mask_words(); }
+    bool accept(int32_t token) override;
+    bool rollback(int32_t n) override;
+    bool is_terminated() const override { return active_ && inner_->is_terminated(); }
+    std::unique_ptr<LogitsConstraint> clone() const override {
+        return std::make_unique<DeferredConstraint>(*this);
+    }
+
+    bool active() const { return active_; } // the trigger was accepted: the inner constraint applies
+
+private:
+    std::unique_ptr<LogitsConstraint> inner_;
+    int32_t trigger_;
+    std::vector<int32_t> blocked_;
+    int32_t budget_;
+    std::shared_ptr<const TriggerText> text_;
+    std::vector<uint8_t> matched_; // per free token: bytes of the trigger's text matched after it
+    int32_t free_ = 0;             // tokens accepted before the trigger (the trigger not counted)
+    int32_t inner_accepted_ = 0;   // tokens accepted by inner_ (for rollback across the trigger)
+    bool active_ = false;
+};
+
 // Masks one logits row: returns the row with every disallowed token at -inf (a view of `scratch`).
 // `allowed_out` (optional) receives how many tokens stayed allowed.
 std::span<const float> apply_logits_constraint(const LogitsConstraint& constraint, std::span<const float> row,

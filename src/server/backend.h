@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kernels/profiler.h"
 #include "engine/request.h"
+#include "kernels/profiler.h"
 #include "tokenizer/chat_encoding.h"
 
 namespace deepinfer::server {
@@ -35,6 +35,7 @@ struct OutputConstraint {
     std::string field;        // the request field it came from (named in errors)
     std::string only_tool;    // kTools: the one tool allowed ("" = any declared tool)
     bool single_call = false; // kTools: at most one call (parallel_tool_calls: false)
+    bool after_thinking = false; // applies from the token after </think> (a chat request in thinking mode)
 };
 
 // The engine's outputs of one request (engine/request.h), on the engine's thread.
@@ -49,7 +50,7 @@ struct EngineStats {
     uint64_t prefix_cache_hits = 0;    // of which found in the cache
     // The op census of every forward since start (kernels/profiler.h), when serve runs with --profile.
     std::optional<kernels::ProfileSnapshot> ops;
-    uint64_t prefill_tokens = 0;       // prompt tokens computed (n > 1 completions share one prefill)
+    uint64_t prefill_tokens = 0; // prompt tokens computed (n > 1 completions share one prefill)
 };
 
 // ---- Chat prompt: parsed once from the request, straight into the tokenizer's encoder types ----
@@ -112,6 +113,10 @@ public:
 struct ParserOptions {
     bool thinking = false;   // output starts inside reasoning
     bool parse_tools = true; // recognise DSML tool calls
+    // tool_choice "auto": a call to a tool not in this list, or whose arguments break its parameters schema,
+    // is returned as content text, not as a call (docs/structured-outputs.md). Empty: no check.
+    tokenizer::Json
+        validate_tools; // OpenAI tool objects ({"type": "function", "function": {...}}); null: none
 };
 
 class Backend {

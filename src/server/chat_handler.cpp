@@ -93,6 +93,8 @@ void handle_chat(HttpServer::State& s, const std::string& body, httplib::Respons
     spec.parser.thinking = r.prompt.thinking;
     spec.parser.parse_tools = r.prompt.has_tools() && r.prompt.tool_choice != "none";
     spec.forced_output = r.common.forced_output;
+    if (spec.parser.parse_tools && r.prompt.tool_choice == "auto")
+        spec.parser.validate_tools = r.prompt.conversation.tools;
     ResponseMeta meta{s.new_id("chatcmpl-"), s.start_time, s.model_name};
     auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
     if (core::Status st = gen->start(); !st.ok()) {

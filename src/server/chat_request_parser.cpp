@@ -291,12 +291,10 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParserLimits
     if (!parse_thinking(*j, limits.chat_defaults, r.prompt, err)) return err.error();
     if (!parse_response_format(*j, r, err)) return err.error();
     if (!force_tool_call(*j, r, err)) return err.error();
-    // The constraint applies from the first generated token, so a constrained request is rendered in
-    // non-thinking mode (docs/server.md: known limitation).
-    if (r.common.constraint.kind != OutputConstraint::Kind::kNone) {
-        r.prompt.thinking = false;
-        r.prompt.reasoning_effort.clear();
-    }
+    // In thinking mode the model thinks freely and the constraint applies from the token after </think>
+    // (docs/structured-outputs.md); in non-thinking mode from the first generated token.
+    r.common.constraint.after_thinking =
+        r.common.constraint.kind != OutputConstraint::Kind::kNone && r.prompt.thinking;
     if (present(*j, "plain_content")) { // deepinfer extension (docs/server.md)
         bool plain = false;
         if (!detail::read_bool(*j, "plain_content", plain, err)) return err.error();

@@ -65,6 +65,12 @@ public:
                         OutputCallback callback) override {
         if (constraint.kind != OutputConstraint::Kind::kNone) {
             DI_ASSIGN_OR_RETURN(request.params.constraint, constraint_for(constraint));
+            if (constraint.after_thinking) {
+                DI_ASSIGN_OR_RETURN(
+                    request.params.constraint,
+                    after_thinking(std::move(request.params.constraint),
+                                   request.params.max_tokens.value_or(context_))); // the server resolves it
+            }
         }
         // Checked here so that bad values are a 400 before the response starts, not an error mid-stream.
         DI_RETURN_IF_ERROR(request.params.validate(vocab_));
@@ -141,6 +147,34 @@ private:
         return compiled;
     }
 
+    // Thinking first: free tokens until </think>, then `c`; thinking is capped at half of max_tokens so that
+    // max_tokens cannot run out before the constrained answer starts (docs/structured-outputs.md).
+    core::Result<std::shared_ptr<const engine::LogitsConstraint>>
+    after_thinking(std::shared_ptr<const engine::LogitsConstraint> c, int64_t max_tokens) const {
+        std::vector<int32_t> think_end = codec_->encode("</think>");
+        if (think_end.size() != 1) {
+            return core::invalid_argument("the tokenizer has no single </think> token: a constraint cannot "
+                                          "follow thinking; request non-thinking mode");
+        }
+        std::vector<int32_t> ends;
+        std::shared_ptr<const engine::TriggerText> text;
+        {
+            std::lock_guard<std::mutex> lock(constraint_mu_);
+            if (vocabulary_) {
+                ends = vocabulary_->end_ids();
+                if (!think_text_) {
+                    think_text_ = engine::make_trigger_text("</think>", vocab_,
+                                                            [&](int32_t t) { return codec_->token_text(t); });
+                }
+                text = think_text_;
+            }
+        }
+        const auto budget =
+            max_tokens > 0 ? static_cast<int32_t>(std::min<int64_t>(max_tokens / 2, INT32_MAX)) : -1;
+        return std::shared_ptr<const engine::LogitsConstraint>(std::make_shared<engine::DeferredConstraint>(
+            c->clone(), think_end[0], std::move(ends), budget, std::move(text)));
+    }
+
     core::Status check_prompt_bytes(size_t bytes) const {
         if (bytes <= max_prompt_bytes_) return {};
         return core::out_of_range("the prompt's " + std::to_string(bytes) +
@@ -160,6 +194,7 @@ private:
     static constexpr size_t kConstraintCacheSize = 64;
     mutable std::mutex constraint_mu_;
     mutable std::shared_ptr<const structured::TokenVocabulary> vocabulary_;
+    mutable std::shared_ptr<const engine::TriggerText> think_text_; // tokens spelling "</think>"
     mutable std::map<std::string, std::shared_ptr<const engine::LogitsConstraint>> constraint_cache_;
     mutable std::deque<std::string> constraint_order_;
 

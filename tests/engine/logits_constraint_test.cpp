@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "engine/engine.h"
 #include "engine/grammar_constraint.h"
 #include "engine_harness.h"
@@ -109,6 +112,131 @@ TEST(LogitsConstraint, MaskAndRollback) {
     auto bad = make_grammar_constraint(GrammarKind::kRegex, "a(b", vocab);
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.status().message().find("missing ')'"), std::string::npos);
+}
+
+// Thinking, then the grammar: free tokens (never EOS) until the trigger, at most `budget` of them, then the
+// grammar from the next token on; through preemption and n > 1, at temperature 0 and 1.
+TEST(LogitsConstraint, GrammarStartsAfterTheThinkingTrigger) {
+    auto vocab = fake_vocab();
+    const int32_t trigger = kVocab - 1; // 'S' plays </think>
+    const int32_t budget = 12;
+    auto list =
+        make_grammar_constraint(GrammarKind::kGbnf, "root ::= \"[\" [1-9] (\",\" [1-9]){0,3} \"]\"\n", vocab);
+    ASSERT_TRUE(list.ok()) << list.status().to_string();
+    auto deferred =
+        std::make_shared<DeferredConstraint>((*list)->clone(), trigger, std::vector<int32_t>{0}, budget);
+
+    EngineConfig c;
+    c.block_size = 16;
+    c.num_kv_blocks = 40;
+    c.max_num_seqs = 8;
+    c.max_num_batched_tokens = 256;
+    FakeModel model(kVocab);
+    auto engine = LLMEngine::create(&model, c);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    std::vector<Request> reqs = mixed_workload(16, 200, 1, kVocab, 91);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        reqs[i].params.max_tokens = 64;
+        reqs[i].params.constraint = deferred;
+        reqs[i].params.temperature = i % 3 == 0 ? 0.0f : 1.0f;
+        reqs[i].params.seed = i;
+        reqs[i].params.n = i % 4 == 1 ? 2 : 1;
+    }
+    RunResult res = run_engine(**engine, reqs);
+    ASSERT_TRUE(res.ok);
+    EXPECT_GT(res.counters.preemptions, 0) << "the pool was meant to be too small";
+    int thought = 0;
+    for (const Request& r : reqs) {
+        const auto& outs = res.tokens.at(r.id);
+        for (std::size_t k = 0; k < outs.size(); ++k) {
+            SCOPED_TRACE(r.id + " completion " + std::to_string(k) + ": " + text_of(outs[k], *vocab));
+            auto end = std::find(outs[k].begin(), outs[k].end(), trigger);
+            ASSERT_NE(end, outs[k].end()) << "no trigger";
+            const auto free = static_cast<int32_t>(end - outs[k].begin());
+            EXPECT_LE(free, budget);
+            thought += free > 0;
+            EXPECT_EQ(std::count(outs[k].begin(), end, 0), 0) << "EOS while thinking";
+            auto check = (*list)->clone();
+            for (auto it = end + 1; it != outs[k].end(); ++it) EXPECT_TRUE(check->accept(*it)) << *it;
+            EXPECT_TRUE(check->is_terminated());
+            EXPECT_EQ(res.finish.at(r.id)[k], "stop");
+        }
+    }
+    EXPECT_GT(thought, 0) << "every completion closed its thinking at once";
+}
+
+TEST(LogitsConstraint, DeferredMaskBudgetAndRollback) {
+    auto vocab = fake_vocab();
+    const int32_t trigger = kVocab - 1;
+    auto inner = make_grammar_constraint(GrammarKind::kRegex, "a", vocab);
+    ASSERT_TRUE(inner.ok());
+    DeferredConstraint d((*inner)->clone(), trigger, {0}, 2);
+    std::vector<float> row(kVocab, 1.0f), scratch;
+    std::vector<uint32_t> mask;
+    int64_t allowed = 0;
+    apply_logits_constraint(d, row, scratch, mask, &allowed);
+    EXPECT_EQ(allowed, kVocab - 1); // everything but EOS
+    EXPECT_FALSE(d.accept(0));
+    ASSERT_TRUE(d.accept(5));
+    ASSERT_TRUE(d.accept(6));
+    auto masked = apply_logits_constraint(d, row, scratch, mask, &allowed); // budget spent: only the trigger
+    EXPECT_EQ(allowed, 1);
+    EXPECT_FALSE(std::isinf(masked[trigger]));
+    EXPECT_FALSE(d.accept(7));
+    ASSERT_TRUE(d.accept(trigger));
+    EXPECT_TRUE(d.active());
+    int32_t a = 0;
+    while (vocab->bytes(a) != "a") ++a;
+    apply_logits_constraint(d, row, scratch, mask, &allowed);
+    EXPECT_EQ(allowed, 1); // the grammar's mask: 'a'
+    ASSERT_TRUE(d.accept(a));
+    ASSERT_TRUE(d.accept(0));
+    EXPECT_TRUE(d.is_terminated());
+    auto copy = d.clone();
+    ASSERT_TRUE(d.rollback(3)); // EOS, 'a', the trigger
+    EXPECT_FALSE(d.active());
+    EXPECT_FALSE(d.is_terminated());
+    EXPECT_TRUE(copy->is_terminated()); // the copy kept its own state
+    apply_logits_constraint(d, row, scratch, mask, &allowed);
+    EXPECT_EQ(allowed, 1); // still two free tokens: only the trigger
+    ASSERT_TRUE(d.rollback(1));
+    apply_logits_constraint(d, row, scratch, mask, &allowed);
+    EXPECT_EQ(allowed, kVocab - 1);
+    EXPECT_FALSE(d.rollback(2));
+}
+
+// Tokens that would spell the trigger's text ("S" plays </think>: "ab" here, with a toy vocabulary where
+// "a", "b", "ab" and "xab" are tokens) are not allowed while thinking, whole or as the completing piece.
+TEST(LogitsConstraint, DeferredRefusesTokensSpellingTheTrigger) {
+    std::vector<std::string> bytes{"<eos>", "a", "b", "ab", "xab", "c", "<T>"};
+    std::vector<bool> special(bytes.size(), false);
+    special[0] = special[6] = true;
+    auto vocab = std::make_shared<structured::TokenVocabulary>(bytes, special, std::vector<int32_t>{0});
+    auto text = make_trigger_text("ab", vocab->size(), [&](int32_t t) { return vocab->bytes(t); });
+    ASSERT_EQ(text->n, 2);
+    EXPECT_EQ(text->completes[0], (std::vector<int32_t>{3, 4}));
+    EXPECT_EQ(text->completes[1], (std::vector<int32_t>{2, 3, 4})); // after "a": "b", "a"+"ab", "a"+"xab"
+    auto inner = make_grammar_constraint(GrammarKind::kRegex, "c", vocab);
+    ASSERT_TRUE(inner.ok());
+    DeferredConstraint d((*inner)->clone(), 6, {0}, -1, text);
+    std::vector<float> row(bytes.size(), 1.0f), scratch;
+    std::vector<uint32_t> mask;
+    int64_t allowed = 0;
+    apply_logits_constraint(d, row, scratch, mask, &allowed);
+    EXPECT_EQ(allowed, 4); // a, b, c, <T>: not <eos>, ab, xab
+    EXPECT_FALSE(d.accept(3));
+    ASSERT_TRUE(d.accept(1)); // "a": now "b" and "ab" would complete it
+    auto masked = apply_logits_constraint(d, row, scratch, mask, &allowed);
+    EXPECT_TRUE(std::isinf(masked[2]));
+    EXPECT_FALSE(d.accept(2));
+    ASSERT_TRUE(d.accept(5)); // "c" resets the match
+    EXPECT_TRUE(d.accept(2));
+    ASSERT_TRUE(d.rollback(1));
+    ASSERT_TRUE(d.rollback(1));
+    EXPECT_FALSE(d.accept(2)); // back after "a"
+    ASSERT_TRUE(d.accept(6));
+    EXPECT_TRUE(d.active());
+    EXPECT_TRUE(d.accept(5));
 }
 
 } // namespace

@@ -32,7 +32,7 @@ ChatChoiceResult parse_all(const std::string& text, size_t step, ParserOptions o
 
 TEST(DsmlParser, SplitsReasoningContentAndToolCallsAtEveryChunking) {
     for (size_t step : {1, 2, 3, 7, 1000}) {
-        auto r = parse_all("thinking hard</think>" + kCall, step, {true, true});
+        auto r = parse_all("thinking hard</think>" + kCall, step, {true, true, {}});
         EXPECT_EQ(r.reasoning, "thinking hard") << step;
         EXPECT_EQ(r.content, "Let me check.") << step;
         ASSERT_EQ(r.tool_calls.size(), 1u) << step;
@@ -47,7 +47,7 @@ TEST(DsmlParser, SplitsReasoningContentAndToolCallsAtEveryChunking) {
 TEST(DsmlParser, AsciiBarsBareInvokeAndUnterminatedCalls) {
     std::string ascii =
         "<|DSML|invoke name=\"f\">\n<|DSML|parameter name=\"a\" string=\"true\">x</|DSML|parameter>";
-    auto r = parse_all(ascii, 5, {false, true});
+    auto r = parse_all(ascii, 5, {false, true, {}});
     ASSERT_EQ(r.tool_calls.size(), 1u);
     EXPECT_EQ(r.tool_calls[0].name, "f");
     EXPECT_EQ(nlohmann::json::parse(r.tool_calls[0].arguments)["a"], "x"); // closed at finish
@@ -57,13 +57,13 @@ TEST(DsmlParser, AsciiBarsBareInvokeAndUnterminatedCalls) {
 TEST(DsmlParser, NoEndOfThinkingKeepsEverythingAsReasoningAndToolsOffKeepsMarkupAsContent) {
     // Cut off by max_tokens inside reasoning: it stays reasoning. Stopped normally without </think>: the text
     // was the answer and must not be swallowed into reasoning.
-    auto cut = parse_all("still thinking", 3, {true, true}, /*length_cut=*/true);
+    auto cut = parse_all("still thinking", 3, {true, true, {}}, /*length_cut=*/true);
     EXPECT_EQ(cut.reasoning, "still thinking");
     EXPECT_EQ(cut.content, "");
-    auto stopped = parse_all("still thinking", 3, {true, true});
+    auto stopped = parse_all("still thinking", 3, {true, true, {}});
     EXPECT_EQ(stopped.content, "still thinking");
     EXPECT_EQ(stopped.reasoning, "");
-    auto r = parse_all(kCall, 4, {false, false});
+    auto r = parse_all(kCall, 4, {false, false, {}});
     EXPECT_EQ(r.content, kCall);
     EXPECT_TRUE(r.tool_calls.empty());
 }
@@ -149,7 +149,7 @@ TEST(ChoicePipeline, LengthFinishFlushesHeldText) {
 
 TEST(ChoicePipeline, ToolCallsMakeFinishReasonToolCallsAndErrorsEndTheChoice) {
     FakeBackend b;
-    ChoicePipeline p(b, {}, true, {false, true});
+    ChoicePipeline p(b, {}, true, {false, true, {}});
     auto out = p.push(ids(b, kCall), {}, engine::FinishReason::kStop);
     EXPECT_EQ(*out.finish_reason, "tool_calls");
     ChatChoiceResult r;

@@ -193,7 +193,12 @@ TEST(ChatParser, ConstraintsBecomeOneOutputConstraint) {
     auto r = chat_ok("{" + kMsgs + R"(,"response_format":{"type":"json_object"},"thinking":true})");
     EXPECT_EQ(r.common.constraint.kind, Kind::kJsonObject);
     EXPECT_EQ(r.common.constraint.field, "response_format");
-    EXPECT_FALSE(r.prompt.thinking); // constrained requests are rendered without thinking
+    // Thinking is kept; the constraint applies after </think>.
+    EXPECT_TRUE(r.prompt.thinking);
+    EXPECT_TRUE(r.common.constraint.after_thinking);
+    r = chat_ok("{" + kMsgs + R"(,"response_format":{"type":"json_object"},"thinking":false})");
+    EXPECT_FALSE(r.prompt.thinking);
+    EXPECT_FALSE(r.common.constraint.after_thinking);
     r = chat_ok("{" + kMsgs +
                 R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer"}}}})");
     EXPECT_EQ(r.common.constraint.kind, Kind::kJsonSchema);

@@ -4,6 +4,7 @@ writes long strings, so an output may hit max_tokens (finish "length"); every ou
 validate, and most must finish so. Runs only when DEEPINFER_TEST_MODEL is set (the fake backend ignores
 constraints)."""
 
+import concurrent.futures
 import json
 import os
 import re
@@ -71,6 +72,9 @@ class Structured(unittest.TestCase):
         kw.setdefault("messages", [{"role": "user", "content": "Answer."}])
         # Unset max_tokens: the rest of the context (the byte-level stand-in's prompts are long).
         kw.setdefault("temperature", 1.0)
+        # Non-thinking: these tests check the grammar from the first token, whatever the server's default
+        # (test_thinking_then_constraint covers thinking mode).
+        kw["extra_body"] = {"chat_template_kwargs": {"thinking": False}, **kw.get("extra_body", {})}
         return self.client.chat.completions.create(model=self.model, **kw)
 
     def post(self, path, body):
@@ -191,6 +195,129 @@ class Structured(unittest.TestCase):
                             self.assertEqual(call.function.name, last)
                         jsonschema.validate(json.loads(call.function.arguments), params[call.function.name])
         self.assert_mostly_stopped(finishes, "tool calls")
+
+    def test_thinking_then_constraint(self):
+        """In thinking mode the model thinks freely; the schema applies from the token after </think>. The random
+        model never closes its thinking by itself, so the cap (half of max_tokens) closes it: the reasoning is
+        at most that long and the answer still follows the schema."""
+        schema = load("schemas", "044_geo_point.json")
+        finishes = []
+        for seed in SEEDS + [13]:
+            r = self.post("/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "Where?"}], "seed": seed, "max_tokens": 600,
+                "temperature": 1.0, "chat_template_kwargs": {"thinking": True},
+                "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}})
+            self.assertEqual(r.status_code, 200, r.text)
+            body = r.json()
+            c = body["choices"][0]
+            finishes.append(c["finish_reason"])
+            self.assertTrue(c["message"].get("reasoning_content"), "no reasoning in thinking mode")
+            reasoning = body["usage"].get("completion_tokens_details", {}).get("reasoning_tokens")
+            if reasoning is not None:
+                self.assertLessEqual(reasoning, 300)
+            if c["finish_reason"] == "stop":
+                jsonschema.validate(json.loads(c["message"]["content"]), schema)
+        self.assert_mostly_stopped(finishes, "thinking + json_schema")
+        # A tool call forced after thinking.
+        tools = TOOLSETS["weather"]
+        r = self.post("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Weather?"}], "seed": 3, "max_tokens": 600, "tools": tools,
+            "tool_choice": "required", "chat_template_kwargs": {"thinking": True}})
+        c = r.json()["choices"][0]
+        self.assertTrue(c["message"].get("reasoning_content"))
+        if c["finish_reason"] == "tool_calls":
+            for call in c["message"]["tool_calls"]:
+                jsonschema.validate(json.loads(call["function"]["arguments"]), tools[0]["function"]["parameters"])
+
+    def test_auto_tool_calls_are_validated(self):
+        """tool_choice auto: a call to an undeclared tool, or whose arguments break the schema, comes back as
+        content text, not as a call; valid calls are kept (renumbered), also when streamed."""
+        tools = TOOLSETS["weather"]
+
+        def invoke(name, params):
+            body = "".join(f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                           f'{v if isinstance(v, str) else json.dumps(v)}</｜DSML｜parameter>\n'
+                           for k, v in params.items())
+            return f'<｜DSML｜invoke name="{name}">\n{body}</｜DSML｜invoke>\n'
+
+        def block(*invokes):
+            return "\n\n<｜DSML｜tool_calls>\n" + "".join(invokes) + "</｜DSML｜tool_calls>"
+
+        good = invoke("get_weather", {"city": "Paris", "days": 3})
+        cases = [
+            ("valid", block(good), ["get_weather"]),
+            ("undeclared", block(invoke("launch_rocket", {"city": "Paris"})), []),
+            ("bad type", block(invoke("get_weather", {"city": "Paris", "days": "three"})), []),
+            ("out of range", block(invoke("get_weather", {"city": "Paris", "days": 70})), []),
+            ("missing required", block(invoke("get_weather", {"days": 2})), []),
+            ("extra property", block(invoke("get_weather", {"city": "Rome", "wind": True})), []),
+            ("mixed", block(invoke("nope", {}), good), ["get_weather"]),
+        ]
+        for what, text, names in cases:
+            with self.subTest(case=what):
+                body = {"messages": [{"role": "user", "content": "Weather?"}], "tools": tools, "tool_choice": "auto",
+                        "chat_template_kwargs": {"thinking": False}, "deepinfer_test": {"forced_output": "Sure." + text}}
+                r = self.post("/v1/chat/completions", body)
+                self.assertEqual(r.status_code, 200, r.text)
+                c = r.json()["choices"][0]
+                calls = c["message"].get("tool_calls") or []
+                self.assertEqual([x["function"]["name"] for x in calls], names)
+                self.assertEqual(c["finish_reason"], "tool_calls" if names else "stop")
+                for x in calls:
+                    self.assertEqual(json.loads(x["function"]["arguments"]), {"city": "Paris", "days": 3})
+                content = c["message"].get("content") or ""
+                self.assertTrue(content.startswith("Sure."), content)
+                if len(names) < text.count("invoke name="):
+                    self.assertIn("DSML", content, "the rejected call's text is kept")
+                else:
+                    self.assertNotIn("DSML", content)
+                # Streamed: the same calls, indices from 0.
+                s = requests.post(self.server.url("/v1/chat/completions"), stream=True, timeout=60,
+                                  json=dict(body, model=self.model, stream=True))
+                frags = []
+                for line in s.iter_lines():
+                    if line.startswith(b"data: ") and line != b"data: [DONE]":
+                        for ch in json.loads(line[6:]).get("choices", []):
+                            frags += ch.get("delta", {}).get("tool_calls") or []
+                self.assertEqual([f["function"]["name"] for f in frags if f.get("function", {}).get("name")], names)
+                self.assertTrue(all(f["index"] == 0 for f in frags))
+        # tool_choice required / named is enforced by the grammar; the check is for auto only.
+
+    def test_preempted_constrained_requests_still_validate(self):
+        """A KV pool too small for the batch: the engine preempts sequences and recomputes them from prompt +
+        generated tokens, while each keeps its grammar state; every output still follows its constraint."""
+        schema = load("schemas", "044_geo_point.json")
+        pattern = "[a-z ]{400,500}"
+        max_tokens = 300
+        fmt = {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}
+        r = self.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Go."}], "max_tokens": 1,
+                                               "chat_template_kwargs": {"thinking": False}, "response_format": fmt})
+        prompt = r.json()["usage"]["prompt_tokens"]  # the longer prompt of the two kinds (format instructions)
+        blocks = (prompt + max_tokens + 15) // 16 + 1  # one whole request fits; eight at once do not
+        with Server("--num-kv-blocks", str(blocks), "--block-size", "16") as s:
+            def one(i):
+                body = {"model": s.model, "messages": [{"role": "user", "content": "Go."}], "seed": 40 + i,
+                        "temperature": 1.0, "max_tokens": max_tokens, "chat_template_kwargs": {"thinking": False}}
+                if i % 2:
+                    body["guided_regex"] = pattern
+                else:
+                    body["response_format"] = fmt
+                r = requests.post(s.url("/v1/chat/completions"), json=body, timeout=300)
+                self.assertEqual(r.status_code, 200, r.text)
+                return i, r.json()["choices"][0]
+
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                results = list(pool.map(one, range(8)))
+            preemptions = s.metrics().get("deepinfer_num_preemptions_total", 0)
+        self.assertGreater(preemptions, 0, "the pool was meant to be too small")
+        for i, c in results:
+            if c["finish_reason"] != "stop":
+                continue
+            if i % 2:
+                self.assertTrue(re.fullmatch(pattern, c["message"]["content"]), c["message"]["content"])
+            else:
+                jsonschema.validate(json.loads(c["message"]["content"]), schema)
+        self.assertGreaterEqual(sum(c["finish_reason"] == "stop" for _, c in results), 4)
 
     def test_bad_constraints_are_400(self):
         bad = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
