@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kernels/profiler.h"
 #include "engine/request.h"
+#include "kernels/profiler.h"
 #include "tokenizer/chat_encoding.h"
 
 namespace deepinfer::server {
@@ -49,7 +49,7 @@ struct EngineStats {
     uint64_t prefix_cache_hits = 0;    // of which found in the cache
     // The op census of every forward since start (kernels/profiler.h), when serve runs with --profile.
     std::optional<kernels::ProfileSnapshot> ops;
-    uint64_t prefill_tokens = 0;       // prompt tokens computed (n > 1 completions share one prefill)
+    uint64_t prefill_tokens = 0; // prompt tokens computed (n > 1 completions share one prefill)
 };
 
 // ---- Chat prompt: parsed once from the request, straight into the tokenizer's encoder types ----
