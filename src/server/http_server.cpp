@@ -288,10 +288,11 @@ void install_routes(HttpServer::State& s) {
                 return s.send_error(req.path, *e, res);
             }
             // A string too long to fit in the context (a prompt, a message, anything: none is useful past
-            // that) is refused before the body is parsed, rendered or tokenized.
+            // that) is refused before the body is parsed, rendered or tokenized: 400, as every context
+            // overflow (413 is for a body past --max-body-bytes).
             if (size_t n = longest_json_string(body); n > s.max_string_bytes) {
                 return s.send_error(req.path,
-                                    ApiError{413, "invalid_request_error",
+                                    ApiError{400, "invalid_request_error",
                                              "a string of at least " + std::to_string(n) +
                                                  " bytes cannot fit in the context of " +
                                                  std::to_string(s.backend.context_length()) +
