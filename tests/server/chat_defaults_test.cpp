@@ -125,9 +125,10 @@ TEST(ChatDefaults, ChatParserRendersSilentRequestsThinkingHigh) {
     r = parse_chat("{" + msgs + R"(, "reasoning_effort": "xhigh"})", off);
     EXPECT_TRUE(r.prompt.thinking);
     EXPECT_EQ(r.prompt.reasoning_effort, "max");
-    // Constrained requests stay non-thinking (the constraint applies from the first token).
+    // Constrained requests keep the default too: the model thinks, the constraint applies after </think>.
     r = parse_chat("{" + msgs + R"(, "response_format": {"type": "json_object"}})");
-    EXPECT_FALSE(r.prompt.thinking);
+    EXPECT_TRUE(r.prompt.thinking);
+    EXPECT_TRUE(r.common.constraint.after_thinking);
 }
 
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
