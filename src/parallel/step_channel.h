@@ -45,7 +45,8 @@ private:
 };
 
 // Runs the follower loop until a shutdown step (returns ok) or an error (returned as is: the caller exits
-// non-zero). `forward` is called for kForward steps only.
+// non-zero). `forward` is called for kForward and kControl steps (it applies the ops, then runs the
+// forward of a kForward step).
 Status run_follower(StepChannel& channel, const std::function<Status(const StepMessage&)>& forward);
 
 } // namespace deepinfer::parallel

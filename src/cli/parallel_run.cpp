@@ -1,0 +1,108 @@
+#include "cli/parallel_run.h"
+
+#include <cstddef>
+#include <cstdio>
+#include <span>
+#include <vector>
+
+#include "parallel/fingerprint.h"
+#include "parallel/handshake.h"
+#include "parallel/step_message.h"
+#ifdef DEEPINFER_HAVE_MPI
+#include "parallel/mpi_runtime.h"
+#endif
+
+namespace deepinfer::cli {
+namespace {
+
+constexpr const char* kLayoutFlags[] = {
+    "tp", "ep", "cp", "tensor-parallel-size", "expert-parallel-size", "context-parallel-size"};
+
+} // namespace
+
+ParallelRun::~ParallelRun() = default;
+
+int ParallelRun::finish(int rc) {
+    groups_ = parallel::LayoutGroups();
+    world_.reset();
+#ifdef DEEPINFER_HAVE_MPI
+    if (runtime_) {
+        const bool healthy = parallel::MpiRuntime::healthy();
+        if (healthy) {
+            if (core::Status s = runtime_->finalize(); !s.ok()) {
+                std::fprintf(stderr, "deepinfer: %s\n", s.to_string().c_str());
+                return rc == 0 ? 1 : rc;
+            }
+        }
+        runtime_.reset();
+        if (!healthy) return rc == 0 ? 1 : rc;
+    }
+#endif
+    return rc;
+}
+
+void add_parallel_flags(std::set<std::string>& value_flags) {
+    for (const char* f : kLayoutFlags) value_flags.insert(f);
+    value_flags.insert("ep-stats-interval");
+}
+
+const char* parallel_flags_help() {
+    return "Parallel (run under mpirun -np N; docs/parallelism.md):\n"
+           "  --ep N | --expert-parallel-size N   routed experts split over N ranks (rank 0 samples)\n"
+           "  --tp N | --tensor-parallel-size N   attention heads, wo_b and vocabulary split over N ranks\n"
+           "  --cp N | --context-parallel-size N  context parallel (not built yet)\n"
+           "  --ep-stats-interval N               EP load statistics every N steps (default 8)\n";
+}
+
+std::uint64_t hash_flags(const Args& args, const std::set<std::string>& flags) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (const std::string& f : flags) {
+        const std::string v =
+            f + "=" + (args.has(f) ? args.get_or(f, "(set)") : std::string("(absent)")) + ";";
+        h = parallel::fnv1a64(std::as_bytes(std::span<const char>(v.data(), v.size())), h);
+    }
+    return h;
+}
+
+core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, const std::string& model_dir,
+                                                          std::uint64_t config_hash) {
+    auto run = std::make_unique<ParallelRun>();
+    std::vector<std::string> values;
+    std::vector<parallel::LayoutFlag> flags;
+    values.reserve(std::size(kLayoutFlags));
+    for (const char* f : kLayoutFlags) {
+        if (!args.has(f)) continue;
+        values.push_back(args.get_or(f, ""));
+        flags.push_back({f, values.back()});
+    }
+    bool mpi = false;
+#ifdef DEEPINFER_HAVE_MPI
+    mpi = parallel::launched_by_mpirun();
+#endif
+    if (!mpi) {
+        // One process: the flags must describe a world of one.
+        auto layout = parallel::parse_parallel_layout(flags, 1);
+        if (!layout.ok()) return layout.status().with_context("one process (not started by mpirun -np N)");
+        run->layout_ = *layout;
+        return run;
+    }
+#ifdef DEEPINFER_HAVE_MPI
+    DI_ASSIGN_OR_RETURN(run->runtime_, parallel::MpiRuntime::init(nullptr, nullptr));
+    DI_ASSIGN_OR_RETURN(run->world_, run->runtime_->world());
+    DI_ASSIGN_OR_RETURN(run->layout_, parallel::parse_parallel_layout(flags, run->world_->size()));
+    if (run->layout_.cp > 1)
+        return core::unimplemented(
+            "--cp: " + run->layout_.to_string() +
+            ": context parallelism does not shard the model yet (issue 11); use --tp/--ep");
+    DI_ASSIGN_OR_RETURN(run->groups_, parallel::make_layout_groups(*run->world_, run->layout_));
+    parallel::RankIdentity id;
+    DI_ASSIGN_OR_RETURN(id.checkpoint_hash, parallel::fingerprint_checkpoint_dir(model_dir));
+    id.config_hash = config_hash;
+    id.checkpoint_label = model_dir;
+    id.layout = run->layout_;
+    DI_RETURN_IF_ERROR(parallel::handshake(*run->world_, id));
+#endif
+    return run;
+}
+
+} // namespace deepinfer::cli
