@@ -44,6 +44,7 @@ int ParallelRun::finish(int rc) {
 void add_parallel_flags(std::set<std::string>& value_flags) {
     for (const char* f : kLayoutFlags) value_flags.insert(f);
     value_flags.insert("ep-stats-interval");
+    value_flags.insert("collective-deadline-s");
 }
 
 const char* parallel_flags_help() {
@@ -51,7 +52,8 @@ const char* parallel_flags_help() {
            "  --ep N | --expert-parallel-size N   routed experts split over N ranks (rank 0 samples)\n"
            "  --tp N | --tensor-parallel-size N   attention heads, wo_b and vocabulary split over N ranks\n"
            "  --cp N | --context-parallel-size N  context parallel (not built yet)\n"
-           "  --ep-stats-interval N               EP load statistics every N steps (default 8)\n";
+           "  --ep-stats-interval N               EP load statistics every N steps (default 8)\n"
+           "  --collective-deadline-s S           a rank silent for S s fails the job (default 30)\n";
 }
 
 std::uint64_t hash_flags(const Args& args, const std::set<std::string>& flags) {
@@ -87,8 +89,11 @@ core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, cons
         return run;
     }
 #ifdef DEEPINFER_HAVE_MPI
+    DI_ASSIGN_OR_RETURN(long long deadline_s, args.get_int("collective-deadline-s", 30));
+    if (deadline_s < 1 || deadline_s > 3600)
+        return core::invalid_argument("--collective-deadline-s must be in [1, 3600]");
     DI_ASSIGN_OR_RETURN(run->runtime_, parallel::MpiRuntime::init(nullptr, nullptr));
-    DI_ASSIGN_OR_RETURN(run->world_, run->runtime_->world());
+    DI_ASSIGN_OR_RETURN(run->world_, run->runtime_->world(std::chrono::seconds(deadline_s)));
     DI_ASSIGN_OR_RETURN(run->layout_, parallel::parse_parallel_layout(flags, run->world_->size()));
     if (run->layout_.cp > 1)
         return core::unimplemented(
