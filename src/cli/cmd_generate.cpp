@@ -171,6 +171,15 @@ core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>> load_model(co
     return model::deepseek_v4::DeepseekV4Model::load(*args.get("model"), shard);
 }
 
+// Peak resident memory of this process (VmHWM), in MiB; -1 where /proc does not tell.
+double peak_rss_mib() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0; // kB
+    return -1;
+}
+
 // Ranks other than 0 under mpirun: load the shard and replay the leader's steps until it shuts down.
 int run_follower_rank(const Args& args, ParallelRun& par) {
     auto lm = load_model(args, par);
@@ -178,6 +187,12 @@ int run_follower_rank(const Args& args, ParallelRun& par) {
     parallel::StepChannel channel(*par.world());
     if (core::Status s = model::deepseek_v4::run_model_follower(**lm, channel); !s.ok())
         return fail(s.with_context("rank " + std::to_string(par.rank())));
+    if (args.has("profile"))
+        std::fprintf(stderr,
+                     "rank %d: peak RSS %.1f MiB (weights bound %.1f MiB), %llu bytes sent over MPI\n",
+                     par.rank(), peak_rss_mib(),
+                     static_cast<double>((*lm)->weights().resident_weight_bytes()) / (1 << 20),
+                     static_cast<unsigned long long>(ParallelRun::bytes_sent()));
     return 0;
 }
 
@@ -187,6 +202,9 @@ void print_parallel_profile(const model::deepseek_v4::DeepseekV4Model& m,
     std::fprintf(stderr, "step protocol: %llu steps, %lld bytes published by the leader (%.0f per step)\n",
                  static_cast<unsigned long long>(steps), static_cast<long long>(leader.published_bytes()),
                  steps ? static_cast<double>(leader.published_bytes()) / static_cast<double>(steps) : 0.0);
+    std::fprintf(stderr, "rank 0: peak RSS %.1f MiB (weights bound %.1f MiB), %llu bytes sent over MPI\n",
+                 peak_rss_mib(), static_cast<double>(m.weights().resident_weight_bytes()) / (1 << 20),
+                 static_cast<unsigned long long>(ParallelRun::bytes_sent()));
     const parallel::ExpertLoadSnapshot* s = m.expert_load();
     if (!s || s->step == 0) return;
     std::fprintf(stderr,

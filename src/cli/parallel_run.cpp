@@ -41,6 +41,14 @@ int ParallelRun::finish(int rc) {
     return rc;
 }
 
+std::uint64_t ParallelRun::bytes_sent() {
+#ifdef DEEPINFER_HAVE_MPI
+    return parallel::MpiRuntime::bytes_sent();
+#else
+    return 0;
+#endif
+}
+
 void add_parallel_flags(std::set<std::string>& value_flags) {
     for (const char* f : kLayoutFlags) value_flags.insert(f);
     value_flags.insert("ep-stats-interval");

@@ -33,6 +33,8 @@ public:
     const parallel::ParallelLayout& layout() const { return layout_; }
     parallel::Communicator* world() { return world_.get(); }
     parallel::LayoutGroups& groups() { return groups_; }
+    // Payload bytes this rank has sent over MPI so far (0 without MPI).
+    static std::uint64_t bytes_sent();
 
     // Tears the communicators down and finalizes MPI on a clean run; returns rc, or 1 when a collective
     // failed (MPI is then not finalized: it would wait for the lost rank).
