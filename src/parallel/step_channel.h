@@ -36,6 +36,7 @@ public:
     Result<StepMessage> receive();
 
     std::uint64_t last_step() const { return step_; }
+    std::chrono::milliseconds deadline() const { return comm_.deadline(); }
 
 private:
     Communicator& comm_;

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <thread>
 
 namespace deepinfer::model::deepseek_v4 {
 namespace {
@@ -230,6 +231,36 @@ TEST_P(MpiEp, BatchWithPaddingAndSlotCopyIsBitIdentical) {
             l = both(d);
         }
     });
+}
+
+// A leader idle for longer than the deadline (a server with no requests) keeps its followers alive with
+// the keep-alive thread; without it their receive would fail after 3 s.
+TEST_P(MpiEp, KeepAliveThreadCarriesAnIdleLeader) {
+    if (model() != "tiny-v4" || tp() != 1) GTEST_SKIP() << "one layout is enough";
+    EpRun run(model(), tp());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const std::chrono::milliseconds saved = g_world->deadline();
+    g_world->set_deadline(std::chrono::milliseconds(3000));
+    run_ep(run, [&](LeaderLm& leader) {
+        leader.start_keep_alive();
+        const std::vector<int32_t> ids = {5, 6, 7};
+        for (CausalLm* lm : {static_cast<CausalLm*>(&leader), static_cast<CausalLm*>(run.ref_.get())}) {
+            ASSERT_TRUE(lm->configure_runtime({8, 1}).ok());
+            ASSERT_TRUE(lm->init_kv_cache({kBlockSize, 1, 1}).ok());
+        }
+        SequenceRunner a(&leader, 0, {0}), b(run.ref_.get(), 0, {0});
+        std::vector<float> la, lb;
+        ASSERT_TRUE(a.feed(ids, 0, false, &la).ok());
+        std::this_thread::sleep_for(std::chrono::milliseconds(7000)); // > 2 deadlines, idle
+        core::Status s = a.feed({9}, 0, false, &la);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        ASSERT_TRUE(b.feed(ids, 0, false, &lb).ok());
+        ASSERT_TRUE(b.feed({9}, 0, false, &lb).ok());
+        EXPECT_TRUE(same_bits(la, lb));
+        EXPECT_GE(run.shard_->expert_load()->step, 5u); // idle steps between the two forwards (3, 4 without)
+    });
+    g_world->set_deadline(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, MpiEp,

@@ -70,6 +70,47 @@ core::Status apply_ops(DeepseekV4Model& model, const std::vector<parallel::StepO
 
 } // namespace
 
+LeaderLm::~LeaderLm() {
+    stop_keep_alive();
+}
+
+void LeaderLm::start_keep_alive() {
+    if (keep_alive_thread_.joinable()) return;
+    stop_ = false;
+    keep_alive_thread_ = std::thread([this] {
+        std::unique_lock<std::mutex> lock(mu_);
+        while (!stop_) {
+            cv_.wait_for(lock, channel_->deadline() / 6);
+            if (stop_) break;
+            core::Status s = channel_->keep_alive();
+            if (!s.ok()) {
+                keep_alive_status_ = s.with_context("leader keep-alive");
+                break;
+            }
+        }
+    });
+}
+
+void LeaderLm::stop_keep_alive() {
+    if (!keep_alive_thread_.joinable()) return;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    keep_alive_thread_.join();
+}
+
+core::Status LeaderLm::shutdown() {
+    stop_keep_alive();
+    return channel_->publish_shutdown();
+}
+
+core::Status LeaderLm::keep_alive() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return channel_->keep_alive();
+}
+
 core::Status LeaderLm::publish(parallel::StepMessage m) {
     // Both broadcasts' payloads: the 8-byte length and the encoded message.
     auto bytes = parallel::encode_step_message(m);
@@ -78,6 +119,7 @@ core::Status LeaderLm::publish(parallel::StepMessage m) {
 }
 
 core::Status LeaderLm::init_kv_cache(const KvCacheSpec& spec) {
+    std::lock_guard<std::mutex> lock(mu_);
     parallel::StepMessage m;
     m.kind = parallel::StepKind::kControl;
     m.ops = {{parallel::StepOpKind::kInitKvCache, spec.block_size, spec.num_blocks, spec.num_slots}};
@@ -87,6 +129,7 @@ core::Status LeaderLm::init_kv_cache(const KvCacheSpec& spec) {
 }
 
 core::Status LeaderLm::configure_runtime(const RuntimeSpec& spec) {
+    std::lock_guard<std::mutex> lock(mu_);
     parallel::StepMessage m;
     m.kind = parallel::StepKind::kControl;
     m.ops = {{parallel::StepOpKind::kConfigureRuntime, spec.max_num_batched_tokens, spec.max_num_seqs, 0}};
@@ -95,16 +138,20 @@ core::Status LeaderLm::configure_runtime(const RuntimeSpec& spec) {
 }
 
 void LeaderLm::copy_block(int32_t src, int32_t dst) {
+    std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back({parallel::StepOpKind::kCopyBlock, src, dst, 0});
     model_->copy_block(src, dst);
 }
 
 void LeaderLm::copy_slot(int32_t src, int32_t dst) {
+    std::lock_guard<std::mutex> lock(mu_);
     pending_.push_back({parallel::StepOpKind::kCopySlot, src, dst, 0});
     model_->copy_slot(src, dst);
 }
 
 core::Status LeaderLm::forward(const ForwardBatch& batch, float* logits) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DI_RETURN_IF_ERROR(keep_alive_status_);
     parallel::StepMessage m = to_step_message(batch);
     m.ops = std::move(pending_);
     pending_.clear();

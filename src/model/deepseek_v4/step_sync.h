@@ -9,7 +9,10 @@
 // After every forward each rank calls model.on_step(leader's step counter), so the EP load-statistics
 // exchange is entered by every rank on the same steps.
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "model/causal_lm.h"
@@ -25,6 +28,9 @@ class LeaderLm : public CausalLm {
 public:
     // Neither is owned; both outlive this.
     LeaderLm(DeepseekV4Model* model, parallel::StepChannel* channel) : model_(model), channel_(channel) {}
+    ~LeaderLm() override;
+    LeaderLm(const LeaderLm&) = delete;
+    LeaderLm& operator=(const LeaderLm&) = delete;
 
     int64_t vocab_size() const override { return model_->vocab_size(); }
     int64_t eos_token_id() const override { return model_->eos_token_id(); }
@@ -39,10 +45,15 @@ public:
     void copy_block(int32_t src, int32_t dst) override;
     void copy_slot(int32_t src, int32_t dst) override;
 
-    // Ends the followers' loop (call once, at a clean exit).
-    core::Status shutdown() { return channel_->publish_shutdown(); }
+    // Ends the followers' loop (call once, at a clean exit). Stops the keep-alive thread first.
+    core::Status shutdown();
     // The leader's idle loop: an idle step every deadline / 3.
-    core::Status keep_alive() { return channel_->keep_alive(); }
+    core::Status keep_alive();
+    // For runners whose idle wait cannot call keep_alive() (an engine thread asleep on a condition
+    // variable): a thread that does. From then on every use of the channel and every forward (whose
+    // collectives are MPI calls too) runs under one mutex, so two threads never enter MPI at once
+    // (MPI_THREAD_SERIALIZED). A keep-alive failure is returned by the next forward.
+    void start_keep_alive();
     // Bytes published so far (step messages, both broadcasts' payloads).
     int64_t published_bytes() const { return published_bytes_; }
 
@@ -51,8 +62,15 @@ private:
 
     DeepseekV4Model* model_;
     parallel::StepChannel* channel_;
+    void stop_keep_alive();
+
     std::vector<parallel::StepOp> pending_; // KV copies since the last forward
     int64_t published_bytes_ = 0;
+    std::mutex mu_; // the channel and MPI, once the keep-alive thread runs
+    std::condition_variable cv_;
+    bool stop_ = false;
+    core::Status keep_alive_status_;
+    std::thread keep_alive_thread_;
 };
 
 // A follower's loop: applies each step's ops, runs its forward (logits discarded: the leader samples) and
