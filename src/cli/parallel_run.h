@@ -43,7 +43,9 @@ public:
 private:
     friend core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args&, const std::string&,
                                                                      std::uint64_t);
-    std::unique_ptr<parallel::MpiRuntime> runtime_;
+#ifdef DEEPINFER_HAVE_MPI
+    std::unique_ptr<parallel::MpiRuntime> runtime_; // (declared only where MpiRuntime is built)
+#endif
     std::unique_ptr<parallel::Communicator> world_;
     parallel::LayoutGroups groups_;
     parallel::ParallelLayout layout_;
