@@ -20,6 +20,7 @@
 #include "cli/parallel_run.h"
 #include "core/thread_pool.h"
 #include "engine/offline.h"
+#include "kernels/cpu/linear.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step_sync.h"
 #include "model/sequence_runner.h"
@@ -251,9 +252,11 @@ int run_generate(const std::vector<std::string>& argv) {
     }
     // Under mpirun: MPI, the layout's groups and the start-up handshake; rank 0 generates, the others
     // follow its steps (docs/parallelism.md).
-    auto par =
-        start_parallel(*args, *args->get("model"),
-                       hash_flags(*args, {"chunk-size", "block-size", "numerics", "ep-stats-interval"}));
+    // The config fingerprint: flags that change shapes or numerics, and the matmul numerics (--numerics or
+    // DEEPINFER_NUMERICS, taken out by main), so ranks that would compute differently are refused.
+    const uint64_t config_hash = hash_flags(*args, {"chunk-size", "block-size", "ep-stats-interval"}) * 31 +
+                                 static_cast<uint64_t>(kernels::cpu::default_numerics());
+    auto par = start_parallel(*args, *args->get("model"), config_hash);
     if (!par.ok()) return fail(par.status());
     if (!(*par)->leader()) return (*par)->finish(run_follower_rank(*args, **par));
     int rc = 0;
