@@ -20,7 +20,6 @@
 #include "cli/parallel_run.h"
 #include "core/thread_pool.h"
 #include "engine/offline.h"
-#include "kernels/cpu/linear.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step_sync.h"
 #include "model/sequence_runner.h"
@@ -158,45 +157,6 @@ int64_t c_tokens(int64_t chunk, size_t prompt) {
     return chunk > 0 ? std::min<int64_t>(chunk, static_cast<int64_t>(prompt)) : static_cast<int64_t>(prompt);
 }
 
-// The model of this rank: under mpirun its shard of the layout (experts, heads, vocabulary).
-core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>> load_model(const Args& args,
-                                                                              ParallelRun& par) {
-    model::deepseek_v4::ShardSpec shard;
-    if (par.active()) {
-        shard.moe = par.groups().moe.get();
-        shard.tp = par.groups().tp.get();
-        DI_ASSIGN_OR_RETURN(long long interval, args.get_int("ep-stats-interval", 8));
-        if (interval < 0) return core::invalid_argument("--ep-stats-interval must be >= 0");
-        shard.stats_interval = static_cast<uint64_t>(interval);
-    }
-    return model::deepseek_v4::DeepseekV4Model::load(*args.get("model"), shard);
-}
-
-// Peak resident memory of this process (VmHWM), in MiB; -1 where /proc does not tell.
-double peak_rss_mib() {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0; // kB
-    return -1;
-}
-
-// Ranks other than 0 under mpirun: load the shard and replay the leader's steps until it shuts down.
-int run_follower_rank(const Args& args, ParallelRun& par) {
-    auto lm = load_model(args, par);
-    if (!lm.ok()) return fail(lm.status().with_context("rank " + std::to_string(par.rank())));
-    parallel::StepChannel channel(*par.world());
-    if (core::Status s = model::deepseek_v4::run_model_follower(**lm, channel); !s.ok())
-        return fail(s.with_context("rank " + std::to_string(par.rank())));
-    if (args.has("profile"))
-        std::fprintf(stderr,
-                     "rank %d: peak RSS %.1f MiB (weights bound %.1f MiB), %llu bytes sent over MPI\n",
-                     par.rank(), peak_rss_mib(),
-                     static_cast<double>((*lm)->weights().resident_weight_bytes()) / (1 << 20),
-                     static_cast<unsigned long long>(ParallelRun::bytes_sent()));
-    return 0;
-}
-
 // EP load statistics and the step protocol's traffic (--profile under mpirun), on stderr.
 void print_parallel_profile(const model::deepseek_v4::DeepseekV4Model& m,
                             const model::deepseek_v4::LeaderLm& leader, uint64_t steps) {
@@ -252,13 +212,12 @@ int run_generate(const std::vector<std::string>& argv) {
     }
     // Under mpirun: MPI, the layout's groups and the start-up handshake; rank 0 generates, the others
     // follow its steps (docs/parallelism.md).
-    // The config fingerprint: flags that change shapes or numerics, and the matmul numerics (--numerics or
-    // DEEPINFER_NUMERICS, taken out by main), so ranks that would compute differently are refused.
-    const uint64_t config_hash = hash_flags(*args, {"chunk-size", "block-size", "ep-stats-interval"}) * 31 +
-                                 static_cast<uint64_t>(kernels::cpu::default_numerics());
-    auto par = start_parallel(*args, *args->get("model"), config_hash);
+    // The config fingerprint: flags that change shapes or numerics (start_parallel adds the matmul
+    // numerics), so ranks that would compute differently are refused.
+    auto par = start_parallel(*args, *args->get("model"),
+                              hash_flags(*args, {"chunk-size", "block-size", "ep-stats-interval"}));
     if (!par.ok()) return fail(par.status());
-    if (!(*par)->leader()) return (*par)->finish(run_follower_rank(*args, **par));
+    if (!(*par)->leader()) return (*par)->finish(run_follower_rank(*args, **par, "generate"));
     int rc = 0;
     {
         std::optional<parallel::StepChannel> channel;
@@ -281,7 +240,7 @@ int generate_on_leader(const Args* args, ParallelRun& par, parallel::StepChannel
         return fail(core::invalid_argument("--prompt needs a tokenizer: pass --tokenizer FILE or put "
                                            "tokenizer.json in the model directory"));
     if (args->has("input-jsonl")) {
-        auto lm = load_model(*args, par);
+        auto lm = load_sharded_model(*args, par);
         if (!lm.ok()) return fail(lm.status());
         if (!channel) return run_jsonl(*args, **lm, *tok);
         model::deepseek_v4::LeaderLm leader(lm->get(), channel);
@@ -301,7 +260,7 @@ int generate_on_leader(const Args* args, ParallelRun& par, parallel::StepChannel
     if (!block_size.ok()) return fail(block_size.status());
     if (*max_tokens < 0) return fail(core::invalid_argument("--max-tokens must be >= 0"));
 
-    auto lm = load_model(*args, par);
+    auto lm = load_sharded_model(*args, par);
     if (!lm.ok()) return fail(lm.status());
     DeepseekV4Model& m = **lm;
     // Under mpirun every step and KV operation goes through the leader's wrapper (step_sync.h).

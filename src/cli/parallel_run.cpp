@@ -2,9 +2,12 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <fstream>
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/linear.h"
+#include "model/deepseek_v4/step_sync.h"
 #include "parallel/fingerprint.h"
 #include "parallel/handshake.h"
 #include "parallel/step_message.h"
@@ -64,6 +67,48 @@ const char* parallel_flags_help() {
            "  --collective-deadline-s S           a rank silent for S s fails the job (default 30)\n";
 }
 
+core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>> load_sharded_model(const Args& args,
+                                                                                      ParallelRun& par) {
+    model::deepseek_v4::ShardSpec shard;
+    if (par.active()) {
+        shard.moe = par.groups().moe.get();
+        shard.tp = par.groups().tp.get();
+        DI_ASSIGN_OR_RETURN(long long interval, args.get_int("ep-stats-interval", 8));
+        if (interval < 0) return core::invalid_argument("--ep-stats-interval must be >= 0");
+        shard.stats_interval = static_cast<std::uint64_t>(interval);
+    }
+    return model::deepseek_v4::DeepseekV4Model::load(args.get_or("model", ""), shard);
+}
+
+double peak_rss_mib() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0; // kB
+    return -1;
+}
+
+int run_follower_rank(const Args& args, ParallelRun& par, const char* command) {
+    const std::string who = "rank " + std::to_string(par.rank());
+    auto lm = load_sharded_model(args, par);
+    if (!lm.ok()) {
+        std::fprintf(stderr, "deepinfer %s: %s\n", command,
+                     lm.status().with_context(who).to_string().c_str());
+        return 1;
+    }
+    parallel::StepChannel channel(*par.world());
+    if (core::Status s = model::deepseek_v4::run_model_follower(**lm, channel); !s.ok()) {
+        std::fprintf(stderr, "deepinfer %s: %s\n", command, s.with_context(who).to_string().c_str());
+        return 1;
+    }
+    if (args.has("profile"))
+        std::fprintf(stderr, "%s: peak RSS %.1f MiB (weights bound %.1f MiB), %llu bytes sent over MPI\n",
+                     who.c_str(), peak_rss_mib(),
+                     static_cast<double>((*lm)->weights().resident_weight_bytes()) / (1 << 20),
+                     static_cast<unsigned long long>(ParallelRun::bytes_sent()));
+    return 0;
+}
+
 std::uint64_t hash_flags(const Args& args, const std::set<std::string>& flags) {
     std::uint64_t h = 0xcbf29ce484222325ull;
     for (const std::string& f : flags) {
@@ -110,7 +155,8 @@ core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, cons
     DI_ASSIGN_OR_RETURN(run->groups_, parallel::make_layout_groups(*run->world_, run->layout_));
     parallel::RankIdentity id;
     DI_ASSIGN_OR_RETURN(id.checkpoint_hash, parallel::fingerprint_checkpoint_dir(model_dir));
-    id.config_hash = config_hash;
+    // The matmul numerics (--numerics / DEEPINFER_NUMERICS, taken out by main) change every result too.
+    id.config_hash = config_hash * 31 + static_cast<std::uint64_t>(kernels::cpu::default_numerics());
     id.checkpoint_label = model_dir;
     id.layout = run->layout_;
     DI_RETURN_IF_ERROR(parallel::handshake(*run->world_, id));

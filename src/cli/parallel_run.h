@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "model/deepseek_v4/model.h"
 #include "parallel/communicator.h"
 #include "parallel/layout_groups.h"
 #include "parallel/parallel_layout.h"
@@ -57,10 +58,23 @@ const char* parallel_flags_help();
 
 // Starts MPI when launched by mpirun (or refuses layout flags > 1 without it), parses and validates the
 // layout against the world, builds its groups and runs the start-up handshake (checkpoint fingerprint of
-// model_dir, `config_hash` of the numerics-relevant flags). Only the layouts the model implements are
-// accepted (tensor and expert parallelism); --cp > 1 is Unimplemented.
+// model_dir, `config_hash` of the numerics-relevant flags combined with the matmul numerics). Only the
+// layouts the model implements are accepted (tensor and expert parallelism); --cp > 1 is Unimplemented.
 core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, const std::string& model_dir,
                                                           std::uint64_t config_hash);
+
+// The model of this rank: under mpirun its shard of the layout (experts, heads, vocabulary; the MoE and TP
+// groups of `par`, EP statistics every --ep-stats-interval steps), else the whole model.
+core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>> load_sharded_model(const Args& args,
+                                                                                      ParallelRun& par);
+
+// Ranks other than 0 under mpirun: load the shard and replay the leader's steps until it shuts down.
+// Errors are printed as "deepinfer COMMAND: rank R: ..."; returns the exit status. With --profile, prints
+// the rank's peak RSS and MPI bytes sent.
+int run_follower_rank(const Args& args, ParallelRun& par, const char* command);
+
+// Peak resident memory of this process (VmHWM), in MiB; -1 where /proc does not tell.
+double peak_rss_mib();
 
 // FNV-1a over the given flags' values (absent flags hash as absent): the handshake's config fingerprint.
 std::uint64_t hash_flags(const Args& args, const std::set<std::string>& flags);
