@@ -17,7 +17,11 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
+#include "cli/parallel_run.h"
+#include "core/thread_pool.h"
 #include "engine/offline.h"
+#include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/step_sync.h"
 #include "model/registry.h"
 #include "model/sequence_runner.h"
 #include "tokenizer/tokenizer.h"
@@ -154,20 +158,42 @@ int64_t c_tokens(int64_t chunk, size_t prompt) {
     return chunk > 0 ? std::min<int64_t>(chunk, static_cast<int64_t>(prompt)) : static_cast<int64_t>(prompt);
 }
 
+// EP load statistics and the step protocol's traffic (--profile under mpirun), on stderr.
+void print_parallel_profile(const model::deepseek_v4::DeepseekV4Model& m,
+                            const model::deepseek_v4::LeaderLm& leader, uint64_t steps) {
+    std::fprintf(stderr, "step protocol: %llu steps, %lld bytes published by the leader (%.0f per step)\n",
+                 static_cast<unsigned long long>(steps), static_cast<long long>(leader.published_bytes()),
+                 steps ? static_cast<double>(leader.published_bytes()) / static_cast<double>(steps) : 0.0);
+    std::fprintf(stderr, "rank 0: peak RSS %.1f MiB (weights bound %.1f MiB), %llu bytes sent over MPI\n",
+                 peak_rss_mib(), static_cast<double>(m.weights().resident_weight_bytes()) / (1 << 20),
+                 static_cast<unsigned long long>(ParallelRun::bytes_sent()));
+    const parallel::ExpertLoadSnapshot* s = m.expert_load();
+    if (!s || s->step == 0) return;
+    std::fprintf(stderr,
+                 "EP load (all layers, steps up to %llu): imbalance %.3f over experts, %.3f over EP ranks;"
+                 " rows per EP rank:",
+                 static_cast<unsigned long long>(s->step), s->expert_imbalance, s->ep_rank_imbalance);
+    for (int64_t v : s->ep_rank_tokens) std::fprintf(stderr, " %lld", static_cast<long long>(v));
+    std::fprintf(stderr, "\n");
+}
+
+int generate_on_leader(const Args* args, ParallelRun& par, parallel::StepChannel* channel);
+
 int run_generate(const std::vector<std::string>& argv) {
     std::set<std::string> value_flags = engine_value_flags();
     value_flags.insert({"model", "prompt-ids", "prompt-ids-file", "prompt", "max-tokens", "chunk-size",
                         "dump-probes", "tokenizer", "input-jsonl", "output-jsonl"});
+    add_parallel_flags(value_flags);
     std::set<std::string> bool_flags = engine_bool_flags();
     bool_flags.insert({"help", "no-progress", "profile"});
     auto args = Args::parse(argv, value_flags, bool_flags);
     if (!args.ok()) {
-        std::fprintf(stderr, "deepinfer generate: %s\n%s%s", args.status().message().c_str(), kUsage,
-                     engine_flags_help());
+        std::fprintf(stderr, "deepinfer generate: %s\n%s%s%s", args.status().message().c_str(), kUsage,
+                     engine_flags_help(), parallel_flags_help());
         return 2;
     }
     if (args->has("help")) {
-        std::printf("%s%s", kUsage, engine_flags_help());
+        std::printf("%s%s%s", kUsage, engine_flags_help(), parallel_flags_help());
         return 0;
     }
     const int inputs = args->has("prompt-ids") + args->has("prompt-ids-file") + args->has("prompt") +
@@ -180,6 +206,53 @@ int run_generate(const std::vector<std::string>& argv) {
             kUsage);
         return 2;
     }
+    if (args->has("threads")) { // the single-prompt path runs on the global pool
+        auto threads = args->get_int("threads", 0);
+        if (!threads.ok()) return fail(threads.status());
+        core::ThreadPool::set_default_threads(static_cast<int>(*threads));
+    }
+    // Under mpirun: MPI, the layout's groups and the start-up handshake; rank 0 generates, the others
+    // follow its steps (docs/parallelism.md).
+    // The config fingerprint: flags that change shapes or numerics (start_parallel adds the matmul
+    // numerics), so ranks that would compute differently are refused.
+    auto par = start_parallel(*args, *args->get("model"),
+                              hash_flags(*args, {"chunk-size", "block-size", "ep-stats-interval"}));
+    if (!par.ok()) return fail(par.status());
+    if (!(*par)->leader()) return (*par)->finish(run_follower_rank(*args, **par, "generate"));
+    int rc = 0;
+    {
+        std::optional<parallel::StepChannel> channel;
+        if ((*par)->active()) channel.emplace(*(*par)->world());
+        rc = generate_on_leader(&*args, **par, channel ? &*channel : nullptr);
+        // Followers leave their loop whatever happened here (an error exits after them).
+        if (channel) {
+            if (core::Status s = channel->publish_shutdown(); !s.ok() && rc == 0) rc = fail(s);
+        }
+    }
+    return (*par)->finish(rc);
+}
+
+// One process: any family the registry knows. Under mpirun: this rank's shard of a V4 model (the only
+// family that shards so far), kept as such for the leader's step wrapper.
+struct GenerateModel {
+    std::unique_ptr<model::CausalLm> model;
+    model::deepseek_v4::DeepseekV4Model* v4 = nullptr; // set when sharded
+};
+core::Result<GenerateModel> load_generate_model(const Args& args, ParallelRun& par) {
+    GenerateModel g;
+    if (par.active()) {
+        DI_ASSIGN_OR_RETURN(auto v4, load_sharded_model(args, par));
+        g.v4 = v4.get();
+        g.model = std::move(v4);
+    } else {
+        DI_ASSIGN_OR_RETURN(g.model, model::load_causal_lm(*args.get("model")));
+    }
+    return g;
+}
+
+// Rank 0 (or the only process): everything but the followers' loop.
+int generate_on_leader(const Args* args, ParallelRun& par, parallel::StepChannel* channel) {
+    using model::deepseek_v4::DeepseekV4Model;
     auto tok = load_tokenizer(*args);
     if (!tok.ok()) {
         // The model directory's own tokenizer.json is only needed for text: token ids run without it.
@@ -192,9 +265,11 @@ int run_generate(const std::vector<std::string>& argv) {
         return fail(core::invalid_argument("--prompt needs a tokenizer: pass --tokenizer FILE or put "
                                            "tokenizer.json in the model directory"));
     if (args->has("input-jsonl")) {
-        auto lm = model::load_causal_lm(*args->get("model"));
+        auto lm = load_generate_model(*args, par);
         if (!lm.ok()) return fail(lm.status());
-        return run_jsonl(*args, **lm, *tok);
+        if (!channel) return run_jsonl(*args, *lm->model, *tok);
+        model::deepseek_v4::LeaderLm leader(lm->v4, channel);
+        return run_jsonl(*args, leader, *tok);
     }
     core::Result<std::vector<int32_t>> ids =
         args->has("prompt") ? core::Result<std::vector<int32_t>>((*tok)->encode(*args->get("prompt"), true))
@@ -210,9 +285,13 @@ int run_generate(const std::vector<std::string>& argv) {
     if (!block_size.ok()) return fail(block_size.status());
     if (*max_tokens < 0) return fail(core::invalid_argument("--max-tokens must be >= 0"));
 
-    auto lm = model::load_causal_lm(*args->get("model"));
+    auto lm = load_generate_model(*args, par);
     if (!lm.ok()) return fail(lm.status());
-    model::CausalLm& m = **lm;
+    model::CausalLm& m = *lm->model;
+    // Under mpirun every step and KV operation goes through the leader's wrapper (step_sync.h).
+    std::optional<model::deepseek_v4::LeaderLm> leader;
+    if (channel) leader.emplace(lm->v4, channel);
+    model::CausalLm* run_lm = leader ? static_cast<model::CausalLm*>(&*leader) : &m;
     for (int32_t id : *ids)
         if (id >= m.vocab_size())
             return fail(core::invalid_argument("--prompt-ids: token id " + std::to_string(id) +
@@ -223,10 +302,10 @@ int run_generate(const std::vector<std::string>& argv) {
     spec.block_size = *block_size;
     spec.num_blocks = (total + spec.block_size - 1) / spec.block_size;
     spec.num_slots = 1;
-    if (core::Status s = m.configure_runtime({std::max<int64_t>(c_tokens(*chunk, ids->size()), 1), 1});
+    if (core::Status s = run_lm->configure_runtime({std::max<int64_t>(c_tokens(*chunk, ids->size()), 1), 1});
         !s.ok())
         return fail(s);
-    if (core::Status s = m.init_kv_cache(spec); !s.ok()) return fail(s);
+    if (core::Status s = run_lm->init_kv_cache(spec); !s.ok()) return fail(s);
     const bool profile = args->has("profile");
     m.profiler()->set_enabled(profile);
     std::vector<int32_t> blocks;
@@ -236,7 +315,7 @@ int run_generate(const std::vector<std::string>& argv) {
     std::unique_ptr<model::ProbeRecorder> probes = dump ? m.attach_probe_recorder() : nullptr;
     if (dump && !probes)
         return fail(core::unimplemented("--dump-probes: this model family records no probes"));
-    model::SequenceRunner runner(&m, 0, blocks);
+    model::SequenceRunner runner(run_lm, 0, blocks);
     std::vector<float> logits;
     // Prefill chunk by chunk so every chunk's probes are logged.
     const int64_t c = *chunk > 0 ? *chunk : std::max<int64_t>(1, static_cast<int64_t>(ids->size()));
@@ -262,6 +341,7 @@ int run_generate(const std::vector<std::string>& argv) {
     if (profile) { // the op census, on stderr (stdout carries the tokens)
         kernels::print_profile(stderr, prefill_profile, {}, "prefill");
         kernels::print_profile(stderr, m.profiler()->snapshot(), {}, "decode");
+        if (leader) print_parallel_profile(*lm->v4, *leader, channel->last_step());
     }
     if (probes)
         if (core::Status s = probes->write(*dump); !s.ok()) return fail(s);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <pthread.h>
 #include <set>
 #include <sstream>
@@ -12,10 +13,13 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/parallel_run.h"
 #include "cli/serve_backends.h"
 #include "cli/serve_compat.h"
 #include "core/logging.h"
 #include "kernels/profiler.h"
+#include "model/deepseek_v4/step_sync.h"
+#include "parallel/step_channel.h"
 #include "server/http_server.h"
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
 #include "cli/engine_flags.h"
@@ -93,6 +97,8 @@ std::string installed_tokenizer_path() {
 }
 #endif
 
+int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRun* par);
+
 int run_serve(const std::vector<std::string>& argv) {
     std::set<std::string> value_flags = {"model",           "host",         "port",
                                          "port-file",       "api-key",      "served-model-name",
@@ -105,6 +111,7 @@ int run_serve(const std::vector<std::string>& argv) {
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
     value_flags.merge(engine_value_flags());
     bool_flags.merge(engine_bool_flags());
+    add_parallel_flags(value_flags);
 #endif
     std::set<std::string> native = value_flags;
     native.insert(bool_flags.begin(), bool_flags.end());
@@ -124,10 +131,49 @@ int run_serve(const std::vector<std::string>& argv) {
     if (args->has("help")) {
         std::printf("%s", kUsage);
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
-        std::printf("%s", engine_flags_help());
+        std::printf("%s%s", engine_flags_help(), parallel_flags_help());
 #endif
         return 0;
     }
+#ifdef DEEPINFER_HAVE_ENGINE_BACKEND
+    // Under mpirun (engine backend): rank 0 serves HTTP, the others follow its steps (docs/parallelism.md).
+    // SIGINT/SIGTERM are blocked before MPI starts its threads, so that they reach the leader's sigwait
+    // (below) instead of killing it from an MPI thread; followers take them back (default action).
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    std::unique_ptr<ParallelRun> par;
+    if (args->get_or("backend", "engine") == "engine" && args->has("model")) {
+        auto started = start_parallel(
+            *args, *args->get("model"),
+            hash_flags(*args, {"block-size", "ep-stats-interval", "max-num-seqs", "max-num-batched-tokens"}));
+        if (!started.ok()) {
+            std::fprintf(stderr, "deepinfer serve: %s\n", started.status().to_string().c_str());
+            return 1;
+        }
+        par = std::move(started).value();
+        if (!par->leader()) {
+            pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+            return par->finish(run_follower_rank(*args, *par, "serve"));
+        }
+    }
+    std::optional<parallel::StepChannel> channel;
+    if (par && par->active()) channel.emplace(*par->world());
+    int rc = serve_on_leader(&*args, channel ? &*channel : nullptr, par.get());
+    // The backend (engine, LeaderLm) is gone: end the followers' loop.
+    if (channel && !channel->publish_shutdown().ok() && rc == 0) rc = 1;
+    return par ? par->finish(rc) : rc;
+#else
+    return serve_on_leader(&*args, nullptr, nullptr);
+#endif
+}
+
+// Rank 0 (or the only process): HTTP, the engine, the tokenizer.
+int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRun* par) {
+    (void)channel; // used with the engine backend only
+    (void)par;
     std::string level = args->get_or("log-level", "info");
     core::set_log_level(level == "debug"   ? core::LogLevel::kDebug
                         : level == "warn"  ? core::LogLevel::kWarn
@@ -248,6 +294,15 @@ int run_serve(const std::vector<std::string>& argv) {
             return 2;
         }
         eo.engine = *engine_config;
+        if (channel) { // the rank's shard, driven through the leader's step-publishing wrapper
+            eo.load_model = [args, par](const std::string&) { return load_sharded_model(*args, *par); };
+            eo.wrap_model =
+                [channel](model::deepseek_v4::DeepseekV4Model* m) -> std::unique_ptr<model::CausalLm> {
+                auto leader = std::make_unique<model::deepseek_v4::LeaderLm>(m, channel);
+                leader->start_keep_alive(); // the engine thread sleeps while no request is in flight
+                return leader;
+            };
+        }
         auto made = server::make_engine_backend(eo);
         if (!made.ok()) {
             std::fprintf(stderr, "deepinfer serve: %s\n", made.status().to_string().c_str());

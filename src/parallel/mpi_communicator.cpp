@@ -28,6 +28,7 @@ enum Tag : int {
 };
 
 std::atomic<bool> g_failed{false};
+std::atomic<std::uint64_t> g_bytes_sent{0}; // payload bytes this process posted to MPI sends
 std::atomic<bool> g_runtime_alive{false};
 
 // Buffers of broken communicators: MPI may still hold requests into them, so they live until exit. A
@@ -127,6 +128,7 @@ Status MpiCommunicator::post(Pending& p, bool is_recv, void* buf, std::size_t by
                                       (is_recv ? "receive from " : "send to ") + peers_text({peer}) +
                                       " failed: " + mpi_error_text(rc)));
     }
+    if (!is_recv) g_bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
     p.reqs.push_back(req);
     p.peer.push_back(peer);
     p.is_recv.push_back(is_recv ? 1 : 0);
@@ -383,6 +385,10 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::split(int color, int key)
 }
 
 // ---- runtime ----
+
+std::uint64_t MpiRuntime::bytes_sent() {
+    return g_bytes_sent.load(std::memory_order_relaxed);
+}
 
 bool launched_by_mpirun() {
     for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"}) {

@@ -13,6 +13,7 @@
 #include "parallel/communicator.h"
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 
 namespace deepinfer::parallel {
@@ -37,6 +38,8 @@ public:
 
     // False once any collective of this process failed.
     static bool healthy();
+    // Payload bytes this process has sent through every MPI communicator (benchmarks, --profile).
+    static std::uint64_t bytes_sent();
     // MPI_Finalize when healthy(); FailedPrecondition (and no finalize) otherwise.
     Status finalize();
 

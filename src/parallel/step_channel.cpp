@@ -58,6 +58,7 @@ Status run_follower(StepChannel& channel, const std::function<Status(const StepM
         case StepKind::kIdle:
             break;
         case StepKind::kForward:
+        case StepKind::kControl:
             DI_RETURN_IF_ERROR(forward(m).with_context("step " + std::to_string(m.step)));
             break;
         }

@@ -36,6 +36,7 @@ public:
     Result<StepMessage> receive();
 
     std::uint64_t last_step() const { return step_; }
+    std::chrono::milliseconds deadline() const { return comm_.deadline(); }
 
 private:
     Communicator& comm_;
@@ -45,7 +46,8 @@ private:
 };
 
 // Runs the follower loop until a shutdown step (returns ok) or an error (returned as is: the caller exits
-// non-zero). `forward` is called for kForward steps only.
+// non-zero). `forward` is called for kForward and kControl steps (it applies the ops, then runs the
+// forward of a kForward step).
 Status run_follower(StepChannel& channel, const std::function<Status(const StepMessage&)>& forward);
 
 } // namespace deepinfer::parallel

@@ -87,6 +87,16 @@ Status validate(const StepMessage& m) {
                                    std::to_string(n) + " tokens");
         }
     }
+    for (std::size_t i = 0; i < m.ops.size(); ++i) {
+        const StepOp& op = m.ops[i];
+        if (static_cast<std::uint8_t>(op.kind) > static_cast<std::uint8_t>(StepOpKind::kConfigureRuntime))
+            return core::data_loss("step message: ops[" + std::to_string(i) + "] has unknown kind " +
+                                   std::to_string(static_cast<int>(op.kind)));
+        if (op.a < 0 || op.b < 0 || op.c < 0)
+            return core::data_loss("step message: ops[" + std::to_string(i) + "] has a negative operand");
+    }
+    if ((m.kind == StepKind::kIdle || m.kind == StepKind::kShutdown) && !m.ops.empty())
+        return core::data_loss("step message: an idle or shutdown step carries no ops");
     if (m.kind != StepKind::kForward && (n != 0 || !m.sequences.empty() || !m.logits_rows.empty())) {
         return core::data_loss("step message: an idle or shutdown step carries no tokens, sequences or rows");
     }
@@ -129,6 +139,13 @@ Result<std::vector<std::byte>> encode_step_message(const StepMessage& m) {
         w.put_all(s.block_table);
     }
     w.put_all(m.logits_rows);
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(m.ops.size()));
+    for (const StepOp& op : m.ops) {
+        w.put<std::uint8_t>(static_cast<std::uint8_t>(op.kind));
+        w.put<std::int64_t>(op.a);
+        w.put<std::int64_t>(op.b);
+        w.put<std::int64_t>(op.c);
+    }
     w.put<std::uint64_t>(fnv1a64(w.bytes()));
     return w.take();
 }
@@ -156,7 +173,7 @@ Result<StepMessage> decode_step_message(std::span<const std::byte> bytes) {
                                          " (ranks run different deepinfer builds)");
     }
     (void)in.get(kind, "kind");
-    if (kind > static_cast<std::uint8_t>(StepKind::kShutdown)) {
+    if (kind > static_cast<std::uint8_t>(StepKind::kControl)) {
         return core::data_loss("step message: unknown kind " + std::to_string(kind));
     }
     m.kind = static_cast<StepKind>(kind);
@@ -198,9 +215,22 @@ Result<StepMessage> decode_step_message(std::span<const std::byte> bytes) {
         DI_RETURN_IF_ERROR(in.get_all(s.block_table, n_blocks, f + ".block_table"));
     }
     DI_RETURN_IF_ERROR(in.get_all(m.logits_rows, n_rows, "logits_rows"));
+    std::uint32_t n_ops = 0;
+    DI_RETURN_IF_ERROR(in.get(n_ops, "n_ops"));
+    if (n_ops > in.remaining() / 25) return in.truncated("ops");
+    m.ops.resize(n_ops);
+    for (std::uint32_t i = 0; i < n_ops; ++i) {
+        const std::string f = "ops[" + std::to_string(i) + "]";
+        std::uint8_t kind_byte = 0;
+        DI_RETURN_IF_ERROR(in.get(kind_byte, (f + ".kind").c_str()));
+        m.ops[i].kind = static_cast<StepOpKind>(kind_byte);
+        DI_RETURN_IF_ERROR(in.get(m.ops[i].a, (f + ".a").c_str()));
+        DI_RETURN_IF_ERROR(in.get(m.ops[i].b, (f + ".b").c_str()));
+        DI_RETURN_IF_ERROR(in.get(m.ops[i].c, (f + ".c").c_str()));
+    }
     if (in.remaining() != 0) {
         return core::data_loss("step message: " + std::to_string(in.remaining()) +
-                               " trailing bytes after logits_rows");
+                               " trailing bytes after ops");
     }
     DI_RETURN_IF_ERROR(validate(m));
     return m;

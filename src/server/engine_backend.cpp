@@ -21,10 +21,12 @@ namespace {
 class EngineBackend : public Backend {
 public:
     EngineBackend(std::string name, std::unique_ptr<model::CausalLm> model,
-                  std::unique_ptr<engine::AsyncEngine> async, std::unique_ptr<detail::TextCodec> codec,
-                  engine::EngineConfig resolved, int context, int vocab)
-        : name_(std::move(name)), model_(std::move(model)), async_(std::move(async)),
-          codec_(std::move(codec)), engine_config_(std::move(resolved)), context_(context), vocab_(vocab) {
+                  std::unique_ptr<model::CausalLm> wrapper, std::unique_ptr<engine::AsyncEngine> async,
+                  std::unique_ptr<detail::TextCodec> codec, engine::EngineConfig resolved, int context,
+                  int vocab)
+        : name_(std::move(name)), model_(std::move(model)), wrapper_(std::move(wrapper)),
+          async_(std::move(async)), codec_(std::move(codec)), engine_config_(std::move(resolved)),
+          context_(context), vocab_(vocab) {
         // No token decodes to more than this many bytes, so a longer text cannot fit in the context: such a
         // prompt is refused before it is tokenized. Doubled (and padded) for normalizers that shrink text.
         size_t longest = 1;
@@ -184,7 +186,8 @@ private:
     }
 
     std::string name_;
-    std::unique_ptr<model::CausalLm> model_; // outlives the engine below
+    std::unique_ptr<model::CausalLm> model_;   // outlives the engine below
+    std::unique_ptr<model::CausalLm> wrapper_; // multi-process: what the engine drives
     std::unique_ptr<engine::AsyncEngine> async_;
     std::unique_ptr<detail::TextCodec> codec_;
     engine::EngineConfig engine_config_; // resolved: the pool and model length the engine admits against
@@ -224,7 +227,17 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
         if (!parsed.ok()) return parsed.status().with_context("--effort-table");
         effort_table = *parsed;
     }
-    DI_ASSIGN_OR_RETURN(auto model, model::load_causal_lm(options.model_dir));
+    // Multi-process: this rank's shard of a V4 model, and the leader's step-publishing wrapper the engine
+    // drives; otherwise whatever family the registry finds (one process).
+    std::unique_ptr<model::CausalLm> model;
+    std::unique_ptr<model::CausalLm> wrapper;
+    if (options.load_model) {
+        DI_ASSIGN_OR_RETURN(auto v4, options.load_model(options.model_dir));
+        if (options.wrap_model) wrapper = options.wrap_model(v4.get());
+        model = std::move(v4);
+    } else {
+        DI_ASSIGN_OR_RETURN(model, model::load_causal_lm(options.model_dir));
+    }
     const int64_t vocab = model->vocab_size();
     if (options.profile) {
         if (kernels::Profiler* p = model->profiler()) p->set_enabled(true);
@@ -265,7 +278,7 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
         int64_t per_seq = (std::min<int64_t>(cfg.max_model_len, 16384) + cfg.block_size - 1) / cfg.block_size;
         cfg.num_kv_blocks = per_seq * cfg.max_num_seqs;
     }
-    DI_ASSIGN_OR_RETURN(auto llm, engine::LLMEngine::create(model.get(), cfg));
+    DI_ASSIGN_OR_RETURN(auto llm, engine::LLMEngine::create(wrapper ? wrapper.get() : model.get(), cfg));
     engine::EngineConfig resolved = llm->config();
     const int context = static_cast<int>(std::min<int64_t>(resolved.max_model_len, INT32_MAX));
     engine::AsyncEngineConfig acfg;
@@ -275,8 +288,9 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
     if (name.empty()) name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
     DI_LOG(Info) << "engine backend: " << name << ", context " << context << ", tokenizer "
                  << codec->describe();
-    auto backend = std::make_unique<EngineBackend>(name, std::move(model), std::move(async), std::move(codec),
-                                                   std::move(resolved), context, static_cast<int>(vocab));
+    auto backend = std::make_unique<EngineBackend>(name, std::move(model), std::move(wrapper),
+                                                   std::move(async), std::move(codec), std::move(resolved),
+                                                   context, static_cast<int>(vocab));
     backend->set_text_options(effort_table, options.plain_content);
     return std::unique_ptr<Backend>(std::move(backend));
 }

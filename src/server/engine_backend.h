@@ -3,11 +3,13 @@
 // own thread (engine::AsyncEngine), the tokenizer, the DeepSeek V4 chat encoding and DSML output parser
 // (tokenizer/). Built only when those libraries exist (DEEPINFER_HAVE_ENGINE_BACKEND).
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "core/status.h"
 #include "engine/engine_config.h"
+#include "model/deepseek_v4/model.h"
 #include "server/backend.h"
 
 namespace deepinfer::server {
@@ -26,6 +28,12 @@ struct EngineBackendOptions {
     std::string effort_table = "auto";
     bool plain_content = false; // default for requests that do not set "plain_content"
     bool profile = false;       // keep the op census of every forward (stats().ops, /metrics)
+    // Multi-process runs (cli/parallel_run.h, docs/parallelism.md): this rank's shard instead of the whole
+    // model, and the leader's step-publishing CausalLm that the engine drives instead of the model. Unset:
+    // one process.
+    std::function<core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>>(const std::string&)>
+        load_model;
+    std::function<std::unique_ptr<model::CausalLm>(model::deepseek_v4::DeepseekV4Model*)> wrap_model;
 };
 
 core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOptions& options);

@@ -25,6 +25,7 @@ StepMessage sample_step() {
                    {-7, 2, 17, 1, 3, {9}, true, false, false},
                    {1003, 1, 3000000000ll, 1, 4, {}, false, false, true}};
     m.logits_rows = {2, 3, 4};
+    m.ops = {{StepOpKind::kCopyBlock, 4, 9, 0}, {StepOpKind::kCopySlot, 2, 1, 0}};
     return m;
 }
 
@@ -81,11 +82,13 @@ TEST(StepMessage, ErrorsNameTheProblem) {
     auto bytes = encode_step_message(sample_step());
     ASSERT_TRUE(bytes.ok());
     auto other_version = *bytes;
-    other_version[4] = std::byte{2};
+    other_version[4] = std::byte{kStepMessageVersion + 1};
     auto r = decode_step_message(other_version);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), core::StatusCode::kFailedPrecondition);
-    EXPECT_NE(r.status().message().find("version 2"), std::string::npos) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("version " + std::to_string(kStepMessageVersion + 1)),
+              std::string::npos)
+        << r.status().to_string();
 
     auto longer = *bytes;
     longer.push_back(std::byte{0});
@@ -114,6 +117,33 @@ TEST(StepMessage, EncoderRejectsInconsistentContent) {
     EXPECT_NE(r.status().message().find("logits_rows[3]"), std::string::npos) << r.status().to_string();
     m = sample_step();
     m.kind = StepKind::kShutdown;
+    EXPECT_FALSE(encode_step_message(m).ok());
+    m = sample_step();
+    m.ops[1].b = -1;
+    r = encode_step_message(m);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("ops[1]"), std::string::npos) << r.status().to_string();
+    m = sample_step();
+    m.ops[0].kind = static_cast<StepOpKind>(9);
+    EXPECT_FALSE(encode_step_message(m).ok());
+    StepMessage idle;
+    idle.kind = StepKind::kIdle;
+    idle.ops = {{StepOpKind::kCopySlot, 0, 1, 0}};
+    EXPECT_FALSE(encode_step_message(idle).ok()); // ops travel in forward or control steps only
+}
+
+TEST(StepMessage, ControlStepCarriesOpsOnly) {
+    StepMessage m;
+    m.kind = StepKind::kControl;
+    m.ops = {{StepOpKind::kConfigureRuntime, 64, 4, 0}, {StepOpKind::kInitKvCache, 256, 12, 4}};
+    auto bytes = encode_step_message(m);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    auto back = decode_step_message(*bytes);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, m);
+    m.token_ids = {1};
+    m.positions = {0};
+    m.sequences = {{1, 0, 0, 1, 0, {0}, false, false, false}};
     EXPECT_FALSE(encode_step_message(m).ok());
 }
 

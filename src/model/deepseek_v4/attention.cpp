@@ -64,7 +64,10 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
     kernels::Backend& be = *ctx.backend;
     kernels::Workspace& ws = be.workspace();
     const kernels::Workspace::Mark mark = ws.mark();
-    const int64_t T = batch.num_tokens(), H = c.num_attention_heads, d = c.head_dim;
+    const int64_t T = batch.num_tokens(), H_all = c.num_attention_heads, d = c.head_dim;
+    // This rank's heads [h0, h0 + H): all of them without TP.
+    const TpShard* tp = ctx.tp && ctx.tp->active() ? ctx.tp : nullptr;
+    const int64_t H = tp ? H_all / tp->size() : H_all, h0 = tp ? tp->rank() * H : 0;
     const int64_t ql = c.q_lora_rank;
     const float eps = static_cast<float>(c.rms_norm_eps);
     const int64_t* pos = batch.positions.data();
@@ -73,8 +76,12 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
     float* qr = ws.take<float>(T * ql); // [T, q_lora]
     be.linear(linear_args(x, T, w.wq_a, qr));
     be.rms_norm({qr, w.q_norm.data(), T, ql, eps, qr});
-    float* q = ws.take<float>(T * H * d); // [T, H, d]
-    be.linear(linear_args(qr, T, w.wq_b, q));
+    float* q = ws.take<float>(T * H * d); // [T, H, d] this rank's heads
+    kernels::MatmulArgs qa = linear_args(qr, T, w.wq_b, q);
+    qa.row_begin = h0 * d;
+    qa.row_end = (h0 + H) * d;
+    qa.ldy = H * d;
+    be.linear(qa);
     be.rms_norm({q, nullptr, T * H, d, eps, q});
     float* kv = ws.take<float>(T * d); // [T, d]
     be.linear(linear_args(x, T, w.wkv, kv));
@@ -149,7 +156,7 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
         ap.head_dim = d;
         ap.window = c.sliding_window;
         ap.scale = scale;
-        ap.sink = w.sink.data();
+        ap.sink = w.sink.data() + h0;
         ap.raw = cache.raw_base(ctx.layer);
         ap.block_size = cache.block_size();
         ap.block_table = ch.block_table.data();
@@ -164,21 +171,38 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
     if (indexer_topk && w.has_indexer) std::copy_n(picks, T * topk, indexer_topk);
 
     // Grouped low-rank output: group g (heads [g*H/G, (g+1)*H/G)) through rows [g*R, (g+1)*R) of wo_a.
-    const int64_t G = c.o_groups, R = c.o_lora_rank, gw = H * d / G;
-    float* z = ws.take<float>(T * G * R); // [T, G * R]
-    for (int64_t g = 0; g < G; ++g) {
+    // TP: this rank's groups when the groups split evenly over the ranks (its heads are exactly theirs),
+    // then z gathered; otherwise the heads' outputs gathered first and every group computed here.
+    const int64_t G = c.o_groups, R = c.o_lora_rank, gw = H_all * d / G;
+    const bool groups_split = tp && G % tp->size() == 0;
+    const int64_t Gl = groups_split ? G / tp->size() : G, g0 = groups_split ? tp->rank() * Gl : 0;
+    const float* o_in = o; // [T, heads, d] the heads the groups below read
+    int64_t o_ld = H * d;
+    if (tp && !groups_split) {
+        float* o_all = ws.take<float>(T * H_all * d); // [T, H_all, d]
+        tp_gather_columns(be, *tp, o, T, H * d, H * d, o_all, H_all * d);
+        o_in = o_all;
+        o_ld = H_all * d;
+    }
+    float* z = ws.take<float>(T * G * R);                      // [T, G * R]
+    float* zl = groups_split ? ws.take<float>(T * Gl * R) : z; // [T, Gl * R] this rank's groups
+    for (int64_t g = 0; g < Gl; ++g) {
         kernels::MatmulArgs a;
-        a.x = o + g * gw;
+        a.x = o_in + g * gw;
         a.n = T;
-        a.ldx = H * d;
+        a.ldx = o_ld;
         a.w = &w.wo_a;
-        a.row_begin = g * R;
-        a.row_end = (g + 1) * R;
-        a.y = z + g * R;
-        a.ldy = G * R;
+        a.row_begin = (g0 + g) * R;
+        a.row_end = (g0 + g + 1) * R;
+        a.y = zl + g * R;
+        a.ldy = Gl * R;
         be.linear(a);
     }
-    be.linear(linear_args(z, T, w.wo_b, out));
+    if (groups_split) tp_gather_columns(be, *tp, zl, T, Gl * R, Gl * R, z, G * R);
+    if (tp)
+        tp_linear(be, *tp, z, T, w.wo_b, out);
+    else
+        be.linear(linear_args(z, T, w.wo_b, out));
     ws.release(mark);
 }
 

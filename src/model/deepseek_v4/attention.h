@@ -12,6 +12,7 @@
 #include "model/deepseek_v4/kv_cache.h"
 #include "model/deepseek_v4/model_weights.h"
 #include "model/deepseek_v4/rope.h"
+#include "model/deepseek_v4/tensor_parallel.h"
 #include "model/forward_batch.h"
 
 namespace deepinfer::model::deepseek_v4 {
@@ -24,6 +25,9 @@ struct AttentionContext {
     const RopeTable* compress_rope = nullptr; // compressors and indexer
     KvCache* cache = nullptr;
     kernels::Backend* backend = nullptr;
+    // Tensor parallelism, or nullptr: this rank's heads H/tp (the KV head, compressors and indexer are
+    // computed on every rank), the output projection gathered (tensor_parallel.h).
+    const TpShard* tp = nullptr;
 };
 
 // x [T, D] (post attn_norm) -> out [T, D]. Padding chunks produce zeros and touch no KV state.

@@ -29,13 +29,14 @@ void decoder_layer_forward(const LayerContext& ctx, const ForwardBatch& batch, c
     actx.compress_rope = ctx.compress_rope;
     actx.cache = ctx.cache;
     actx.backend = &be;
+    actx.tp = ctx.tp;
     attention_forward(actx, batch, x, y, probe.indexer_topk);
     hc_post(be, c, post, comb, y, T, h);
 
     hc_pre(be, c, w.hc_ffn, h, T, post, comb, x);
     be.rms_norm({x, w.ffn_norm.data(), T, D, eps, x});
     moe_forward(be, c, w.ffn, *ctx.moe, c.mlp_layer_types[ctx.layer] == MlpType::kHashMoe, x, ids, skip, T, y,
-                probe.router, probe.router_weights);
+                probe.router, probe.router_weights, ctx.moe_shard);
     hc_post(be, c, post, comb, y, T, h);
     ws.release(mark);
 }

@@ -11,6 +11,7 @@
 #include "model/deepseek_v4/model_weights.h"
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/rope.h"
+#include "model/deepseek_v4/tensor_parallel.h"
 #include "model/forward_batch.h"
 
 namespace deepinfer::model::deepseek_v4 {
@@ -24,6 +25,8 @@ struct LayerContext {
     KvCache* cache = nullptr;
     kernels::Backend* backend = nullptr;
     const MoeRefs* moe = nullptr;
+    const MoeShard* moe_shard = nullptr; // expert parallelism, or nullptr (one process)
+    const TpShard* tp = nullptr;         // tensor parallelism, or nullptr
 };
 
 // Optional probe outputs (nullptr = not wanted): indexer_topk [T, index_topk] (-1 padded, layers with an

@@ -11,19 +11,58 @@
 namespace deepinfer::model::deepseek_v4 {
 
 DeepseekV4Model::DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config,
-                                 ModelWeights w)
+                                 ModelWeights w, const ShardSpec& shard, ExpertRange experts)
     : ckpt_(std::move(ckpt)), config_(std::move(config)), weights_(std::move(w)),
       main_rope_(make_main_rope(config_)), compress_rope_(make_compress_rope(config_)),
-      backend_(kernels::make_cpu_backend(nullptr)) {
+      backend_(kernels::make_cpu_backend(nullptr)), shard_(shard) {
     for (const LayerWeights& l : weights_.layers) moe_refs_.push_back(make_moe_refs(l.ffn));
+    moe_shard_.first = experts.first;
+    moe_shard_.last = experts.last < 0 ? config_.n_routed_experts : experts.last;
+    if (shard_.moe && shard_.moe->size() > 1) {
+        moe_shard_.group = shard_.moe;
+        moe_shard_.has_shared = shard_.moe->rank() == shard_.moe->size() - 1;
+        moe_shard_.status = &ep_status_;
+        if (shard_.stats_interval > 0) {
+            expert_load_ = std::make_unique<parallel::ExpertLoadStats>(
+                static_cast<int>(config_.n_routed_experts), shard_.moe->size(), shard_.stats_interval);
+            moe_shard_.load = expert_load_.get();
+        }
+    }
+    if (shard_.tp && shard_.tp->size() > 1) {
+        tp_.group = shard_.tp;
+        tp_.status = &ep_status_;
+    }
 }
 
-core::Result<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::string& dir) {
+core::Result<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::string& dir,
+                                                                     const ShardSpec& shard) {
     DI_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::from_json_file(dir + "/config.json"));
     DI_ASSIGN_OR_RETURN(std::unique_ptr<weights::Checkpoint> ckpt, weights::Checkpoint::open(dir));
-    DI_ASSIGN_OR_RETURN(ModelWeights w, bind_weights(*ckpt, config));
+    ExpertRange range;
+    if (shard.tp && config.num_attention_heads % shard.tp->size() != 0)
+        return core::invalid_argument(
+            dir + "/config.json: num_attention_heads " + std::to_string(config.num_attention_heads) +
+            " does not split over tensor parallel size " + std::to_string(shard.tp->size()));
+    if (shard.moe && shard.moe->size() > 1) {
+        const int64_t E = config.n_routed_experts, n = shard.moe->size(), r = shard.moe->rank();
+        if (n > E)
+            return core::invalid_argument(dir + "/config.json: " + std::to_string(n) +
+                                          " expert-parallel ranks" + " exceeds n_routed_experts " +
+                                          std::to_string(E));
+        range = {r * E / n, (r + 1) * E / n};
+    }
+    DI_ASSIGN_OR_RETURN(ModelWeights w, bind_weights(*ckpt, config, range));
     return std::unique_ptr<DeepseekV4Model>(
-        new DeepseekV4Model(std::move(ckpt), std::move(config), std::move(w)));
+        new DeepseekV4Model(std::move(ckpt), std::move(config), std::move(w), shard, range));
+}
+
+core::Status DeepseekV4Model::on_step(uint64_t step) {
+    if (!expert_load_) return core::Status();
+    return expert_load_->on_step(*shard_.moe, step);
+}
+
+const parallel::ExpertLoadSnapshot* DeepseekV4Model::expert_load() const {
+    return expert_load_ ? &expert_load_->latest() : nullptr;
 }
 
 core::Result<KvGeometry> DeepseekV4Model::kv_geometry(int64_t block_size) const {
@@ -68,13 +107,19 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     const int64_t layer = hc + hc * hc + 2 * D + hc * D + n_mix;
     const int64_t attn = c.q_lora_rank + 2 * H * d + d + 4 * d + 4 * dI + HI * dI + HI + c.index_topk + G * R;
     const int64_t moe = E + 2 * K + 4 + 2 * D + 2 * I;
-    const int64_t per_token = model_level + layer + std::max(attn, moe);
+    const int64_t moe_ep = moe_shard_.group ? moe + moe_shard_floats_per_token(c) : moe;
+    // TP: the gathered heads or groups and wo_b's rows (tensor_parallel.h), and the LM head's vocabulary
+    // rows of up to max_num_seqs sequences.
+    const int64_t attn_tp = tp_.active() ? attn + 3 * (H * d + G * R + D) : attn;
+    const int64_t per_token = model_level + layer + std::max(attn_tp, moe_ep);
+    const int64_t head_tp =
+        tp_.active() ? 3 * static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * c.vocab_size : 0;
     // Indexer: [32, entries] scores + per thread [entries] top-k pairs (4 floats) and picks; attention: per
     // thread key pointers (2 floats), transposed keys [keys, d] and logits; experts: per-expert counts.
     const int64_t scratch =
         32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 3) + E + 1;
     const int64_t takes = 64; // buffers live at once (alignment slack each)
-    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch) + takes * 128;
+    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp) + takes * 128;
 }
 
 void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
@@ -155,8 +200,11 @@ core::Status DeepseekV4Model::validate(const ForwardBatch& b) const {
 
 core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) {
     DI_RETURN_IF_ERROR(validate(batch));
+    // A failed collective breaks the communicator for good: report it, on this and every later step.
+    if (!ep_status_.ok()) return ep_status_;
     const auto t0 = std::chrono::steady_clock::now();
     run(batch, logits);
+    if (!ep_status_.ok()) return ep_status_;
     if (backend_->profiler().enabled())
         backend_->profiler().record_step(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -214,6 +262,8 @@ void DeepseekV4Model::run(const ForwardBatch& b, float* logits) {
         lctx.cache = &cache_;
         lctx.backend = &be;
         lctx.moe = &moe_refs_[l];
+        lctx.moe_shard = moe_shard_.group ? &moe_shard_ : nullptr;
+        lctx.tp = tp_.active() ? &tp_ : nullptr;
         LayerProbeOut probe;
         if (probes_) {
             if (weights_.layers[l].attn.has_indexer) {
@@ -239,7 +289,10 @@ void DeepseekV4Model::run(const ForwardBatch& b, float* logits) {
     const int64_t n_out = static_cast<int64_t>(b.logits_rows.size());
     float* sel = ws.take<float>(n_out * D); // [n_out, D]
     for (int64_t i = 0; i < n_out; ++i) std::copy_n(x + b.logits_rows[i] * D, D, sel + i * D);
-    be.linear(kernels::linear_args(sel, n_out, weights_.head, logits), kernels::OpKind::kLmHead);
+    if (tp_.active()) // vocabulary-parallel: each rank its rows of the head, gathered
+        tp_linear(be, tp_, sel, n_out, weights_.head, logits, kernels::OpKind::kLmHead);
+    else
+        be.linear(kernels::linear_args(sel, n_out, weights_.head, logits), kernels::OpKind::kLmHead);
 }
 
 } // namespace deepinfer::model::deepseek_v4

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "kernels/backend.h"
 #include "model/causal_lm.h"
@@ -15,14 +16,28 @@
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/probes.h"
 #include "model/deepseek_v4/rope.h"
+#include "model/deepseek_v4/tensor_parallel.h"
 #include "weights/checkpoint.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
+// How this rank's model is sharded (docs/parallelism.md). Every rank holds the same tokens.
+//  * moe: the routed experts split over these ranks in contiguous ranges (rank r of n: [r*E/n, (r+1)*E/n)),
+//    the last rank the shared expert too (expert parallelism; with TP, the tp x ep ranks of the MoE group).
+//  * tp: attention heads, wo_b rows and the vocabulary split over these ranks (tensor_parallel.h).
+// Communicators outlive the model; nullptr or one rank = not split.
+struct ShardSpec {
+    parallel::Communicator* moe = nullptr;
+    parallel::Communicator* tp = nullptr;
+    uint64_t stats_interval = 0; // EP load statistics every N steps (0 = none)
+};
+
 class DeepseekV4Model : public CausalLm {
 public:
     // Opens DIR (config.json + safetensors) and binds every weight in its stored format.
-    static core::Result<std::unique_ptr<DeepseekV4Model>> load(const std::string& dir);
+    // With a shard, binds only this rank's experts.
+    static core::Result<std::unique_ptr<DeepseekV4Model>> load(const std::string& dir,
+                                                               const ShardSpec& shard = {});
 
     int64_t vocab_size() const override { return config_.vocab_size; }
     int64_t eos_token_id() const override { return config_.eos_token_id; }
@@ -38,6 +53,14 @@ public:
     void copy_block(int32_t src, int32_t dst) override { cache_.copy_block(src, dst); }
     void copy_slot(int32_t src, int32_t dst) override { cache_.copy_slot(src, dst); }
 
+    // Every rank, after every forward, with the leader's step counter (never a rank-local count): the EP
+    // load-statistics exchange on multiples of the interval. A no-op without EP statistics.
+    core::Status on_step(uint64_t step);
+    // The latest exchanged EP load statistics, or nullptr without EP statistics.
+    const parallel::ExpertLoadSnapshot* expert_load() const;
+    // The routed experts this rank holds: [first, last).
+    std::pair<int64_t, int64_t> expert_range() const { return {moe_shard_.first, moe_shard_.last}; }
+
     // Attach (or detach with nullptr) a probe sink filled by every later forward.
     void set_probes(ForwardProbes* probes) { probes_ = probes; }
     const ModelConfig& config() const { return config_; }
@@ -50,7 +73,8 @@ public:
     int64_t workspace_bytes(int64_t T) const;
 
 private:
-    DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config, ModelWeights w);
+    DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config, ModelWeights w,
+                    const ShardSpec& shard, ExpertRange experts);
     core::Status validate(const ForwardBatch& batch) const;
     void run(const ForwardBatch& batch, float* logits);
 
@@ -62,6 +86,11 @@ private:
     std::unique_ptr<kernels::Backend> backend_;
     KvCache cache_;
     std::vector<MoeRefs> moe_refs_; // [L]
+    ShardSpec shard_;
+    MoeShard moe_shard_;
+    TpShard tp_;
+    core::Status ep_status_; // the first collective failure of a forward
+    std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
     RuntimeSpec runtime_;
     // validate()'s scratch, sized once (no allocation while a step's size is unchanged).
     mutable std::vector<int> covered_;

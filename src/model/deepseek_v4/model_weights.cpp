@@ -1,5 +1,6 @@
 #include "model/deepseek_v4/model_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -81,7 +82,8 @@ Status bind_expert(const weights::Checkpoint& ckpt, const std::string& p, const 
     return Status();
 }
 
-Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig& c, LayerWeights* out) {
+Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig& c, ExpertRange range,
+                  LayerWeights* out) {
     const std::string p = "layers." + std::to_string(l);
     const int64_t d = c.hidden_size, hd = c.head_dim, h = c.num_attention_heads;
     DI_ASSIGN_OR_RETURN(out->attn_norm, load_vector(ckpt, p + ".attn_norm.weight", d));
@@ -138,7 +140,8 @@ Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig&
         DI_ASSIGN_OR_RETURN(f.bias, load_vector(ckpt, fp + ".gate.bias", c.n_routed_experts));
     }
     f.experts.resize(c.n_routed_experts);
-    for (int64_t e = 0; e < c.n_routed_experts; ++e)
+    const int64_t last = range.last < 0 ? c.n_routed_experts : std::min(range.last, c.n_routed_experts);
+    for (int64_t e = range.first; e < last; ++e)
         DI_RETURN_IF_ERROR(bind_expert(ckpt, fp + ".experts." + std::to_string(e), c, c.moe_intermediate_size,
                                        &f.experts[e]));
     f.has_shared = c.n_shared_experts > 0;
@@ -184,7 +187,7 @@ int64_t ModelWeights::resident_weight_bytes() const {
     return b;
 }
 
-Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& c) {
+Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& c, ExpertRange range) {
     ModelWeights w;
     const int64_t d = c.hidden_size;
     DI_ASSIGN_OR_RETURN(w.embed, ckpt.weight("embed", c.vocab_size, d, c.quant));
@@ -199,7 +202,7 @@ Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelCo
     DI_ASSIGN_OR_RETURN(w.hc_head_scale, load_vector(ckpt, "hc_head_scale", 1));
     w.layers.resize(c.num_hidden_layers);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-        DI_RETURN_IF_ERROR(bind_layer(ckpt, l, c, &w.layers[l]));
+        DI_RETURN_IF_ERROR(bind_layer(ckpt, l, c, range, &w.layers[l]));
     return w;
 }
 

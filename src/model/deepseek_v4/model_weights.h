@@ -61,10 +61,10 @@ struct ExpertWeights {
 };
 
 struct MoeWeights {
-    core::Weight gate;            // [E, D]
-    std::vector<float> bias;      // [E] e_score_correction_bias (top-k layers)
-    std::vector<int32_t> tid2eid; // [vocab, K] (hash layers)
-    std::vector<ExpertWeights> experts;
+    core::Weight gate;                  // [E, D]
+    std::vector<float> bias;            // [E] e_score_correction_bias (top-k layers)
+    std::vector<int32_t> tid2eid;       // [vocab, K] (hash layers)
+    std::vector<ExpertWeights> experts; // [E]; under EP only [first, last) are bound, the others empty
     bool has_shared = false;
     ExpertWeights shared; // width n_shared_experts * moe_intermediate_size
 };
@@ -91,7 +91,16 @@ struct ModelWeights {
     int64_t resident_weight_bytes() const;
 };
 
-// Binds every tensor; errors name the tensor and the checkpoint file.
-core::Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& config);
+// Which routed experts a rank binds (expert parallelism): [first, last); last < 0 means all. Unbound
+// experts' pages are never touched, so they cost no resident memory.
+struct ExpertRange {
+    int64_t first = 0;
+    int64_t last = -1;
+};
+
+// Binds every tensor (the routed experts of `experts` only); errors name the tensor and the checkpoint
+// file.
+core::Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& config,
+                                        ExpertRange experts = {});
 
 } // namespace deepinfer::model::deepseek_v4

@@ -8,6 +8,8 @@
 #include "kernels/backend.h"
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4/model_weights.h"
+#include "parallel/communicator.h"
+#include "parallel/expert_load.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -18,10 +20,29 @@ struct MoeRefs {
 };
 MoeRefs make_moe_refs(const MoeWeights& w);
 
+// Expert parallelism (EP) over ranks that all hold the same tokens (replicated rows): rank r of `group`
+// holds the routed experts [first, last) (ExpertLoadStats' contiguous ranges) and the last rank the shared
+// expert. Every rank routes every row (the router is replicated), runs its experts on the rows routed to
+// them, and one all-reduce in rank order assembles every (row, k) slot's expert output; each slot has
+// exactly one owner (the others add zeros), so the sum is exact and the weighted accumulation then runs
+// in the single-process order: the EP result is bit-identical to one process.
+struct MoeShard {
+    parallel::Communicator* group = nullptr; // nullptr or size 1: the single-process path
+    int64_t first = 0, last = 0;             // routed experts held here
+    bool has_shared = true;                  // this rank computes the shared expert
+    core::Status* status = nullptr;          // the first collective failure lands here
+    // EP load statistics: the routed rows of the experts held here are recorded (each expert by its
+    // owner only, so the all-gathered sum counts every row once), or nullptr.
+    parallel::ExpertLoadStats* load = nullptr;
+};
+
 // x [T, D] (post ffn_norm), token_ids [T], skip [T] (padding rows: never routed, output 0) -> out [T, D].
 // router / router_weights, when non-null: [T, K], indices ascending per row.
 void moe_forward(kernels::Backend& be, const ModelConfig& config, const MoeWeights& w, const MoeRefs& refs,
                  bool hash, const float* x, const int32_t* token_ids, const uint8_t* skip, int64_t T,
-                 float* out, int32_t* router, float* router_weights);
+                 float* out, int32_t* router, float* router_weights, const MoeShard* shard = nullptr);
+
+// Workspace floats per token the EP path adds (0 without EP).
+int64_t moe_shard_floats_per_token(const ModelConfig& config);
 
 } // namespace deepinfer::model::deepseek_v4

@@ -1,0 +1,322 @@
+// Runs under `mpirun -np N` (ctest: N = 2 and 4, shared memory and TCP): tp in {1, 2, 4} dividing N and
+// ep = N / tp (EP N, TP N, TP 2 x EP 2) on tiny-v4 and tiny-v4-fp8. Rank 0 drives the sharded model through
+// LeaderLm (every step published on the StepChannel), the other ranks replay it with run_model_follower; rank
+// 0 also runs the unsharded model in-process on the same batches. Every logit must be bit-identical (the EP
+// all-reduce only assembles exactly-owned slots, docs/parallelism.md), hence the same greedy tokens, and the
+// EP load statistics (interval 1) must equal the unsharded model's router choices counted over all layers.
+
+#include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/step_sync.h"
+#include "model/sequence_runner.h"
+#include "parallel/layout_groups.h"
+#include "parallel/mpi_runtime.h"
+
+#include "../model/golden_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace deepinfer::model::deepseek_v4 {
+namespace {
+
+parallel::Communicator* g_world = nullptr;
+
+using testing::Goldens;
+using testing::source_path;
+
+constexpr int64_t kBlockSize = 16;
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Max |a - b| (for the message when the bits differ).
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+        d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    return d;
+}
+
+// Per-expert routed rows of one forward, summed over layers, from the unsharded model's probes.
+std::vector<int64_t> routed_rows(const ForwardProbes& p, int64_t E) {
+    std::vector<int64_t> n(E, 0);
+    for (const auto& layer : p.router)
+        for (int32_t e : layer)
+            if (e >= 0) ++n[e];
+    return n;
+}
+
+class EpRun {
+public:
+    EpRun(const std::string& name, int tp) : dir_(source_path("models/" + name)), tp_(tp) {}
+
+    // Every rank: the layout's groups, then the shard (stats every step). Rank 0 also loads the unsharded
+    // reference.
+    void load() {
+        auto layout = parallel::make_parallel_layout(tp_, g_world->size() / tp_, 1, g_world->size());
+        ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+        auto groups = parallel::make_layout_groups(*g_world, *layout);
+        ASSERT_TRUE(groups.ok()) << groups.status().to_string();
+        groups_ = std::move(*groups);
+        ShardSpec spec;
+        spec.moe = groups_.moe.get();
+        spec.tp = groups_.tp.get();
+        spec.stats_interval = 1;
+        auto m = DeepseekV4Model::load(dir_, spec);
+        ASSERT_TRUE(m.ok()) << m.status().to_string();
+        shard_ = std::move(*m);
+        const int64_t E = shard_->config().n_routed_experts, n = spec.moe->size(), r = spec.moe->rank();
+        EXPECT_EQ(shard_->expert_range(), std::make_pair(r * E / n, (r + 1) * E / n));
+        if (g_world->rank() == 0) {
+            auto ref = DeepseekV4Model::load(dir_);
+            ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+            ref_ = std::move(*ref);
+            ref_->set_probes(&probes_);
+        }
+        // The shard binds fewer expert bytes than the whole model.
+        EXPECT_LT(shard_->weights().resident_weight_bytes(),
+                  DeepseekV4Model::load(dir_)->get()->weights().resident_weight_bytes());
+    }
+
+    parallel::LayoutGroups groups_;
+    std::unique_ptr<DeepseekV4Model> shard_, ref_;
+    ForwardProbes probes_;
+    std::string dir_;
+    int tp_;
+};
+
+// Rank 0 runs `lead` against the shard (through LeaderLm) and the reference; the others follow.
+template <typename Lead> void run_ep(EpRun& run, Lead lead) {
+    parallel::StepChannel channel(*g_world);
+    if (g_world->rank() != 0) {
+        core::Status s = run_model_follower(*run.shard_, channel);
+        EXPECT_TRUE(s.ok()) << s.to_string();
+        return;
+    }
+    LeaderLm leader(run.shard_.get(), &channel);
+    lead(leader);
+    core::Status s = channel.publish_shutdown();
+    EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+// (model, tp): ep = world / tp, the experts split over all tp x ep ranks of the MoE group.
+class MpiEp : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+protected:
+    void SetUp() override {
+        if (g_world->size() % std::get<1>(GetParam()) != 0) GTEST_SKIP() << "tp does not divide the world";
+    }
+    std::string model() const { return std::get<0>(GetParam()); }
+    int tp() const { return std::get<1>(GetParam()); }
+};
+
+// Each golden prompt: prefill in chunks of 5 (all rows' logits), 8 greedy decode steps; logits, tokens and
+// the per-step EP load statistics compared with the unsharded model.
+TEST_P(MpiEp, GreedyDecodeIsBitIdenticalToOneProcess) {
+    EpRun run(model(), tp());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const Goldens g(model());
+    const int n_prompts = g.num_prompts();
+    ASSERT_GT(n_prompts, 0);
+    run_ep(run, [&](LeaderLm& leader) {
+        const int64_t V = leader.vocab_size(), E = run.ref_->config().n_routed_experts;
+        for (int p = 0; p < n_prompts; ++p) {
+            const std::vector<int32_t> ids = g.ids("prompt." + std::to_string(p) + ".ids");
+            const int64_t total = static_cast<int64_t>(ids.size()) + 8;
+            KvCacheSpec spec{kBlockSize, (total + kBlockSize - 1) / kBlockSize, 1};
+            for (CausalLm* lm : {static_cast<CausalLm*>(&leader), static_cast<CausalLm*>(run.ref_.get())}) {
+                ASSERT_TRUE(lm->configure_runtime({8, 1}).ok());
+                ASSERT_TRUE(lm->init_kv_cache(spec).ok());
+            }
+            std::vector<int32_t> blocks;
+            for (int32_t b = 0; b < spec.num_blocks; ++b) blocks.push_back(b);
+            SequenceRunner a(&leader, 0, blocks), b(run.ref_.get(), 0, blocks);
+            std::vector<float> la, lb;
+            std::vector<int32_t> tokens_a, tokens_b;
+            std::vector<int32_t> next = ids;
+            for (int step = 0; step <= 8; ++step) {
+                // Prefill chunk by chunk so every forward's statistics can be checked.
+                for (size_t s = 0; s < next.size(); s += 5) {
+                    std::vector<int32_t> part(next.begin() + s, next.begin() + std::min(next.size(), s + 5));
+                    core::Status sa = a.feed(part, 0, true, &la), sb = b.feed(part, 0, true, &lb);
+                    ASSERT_TRUE(sa.ok()) << sa.to_string();
+                    ASSERT_TRUE(sb.ok()) << sb.to_string();
+                    ASSERT_TRUE(same_bits(la, lb))
+                        << model() << " tp " << tp() << " prompt " << p << " step " << step
+                        << ": logits differ by up to " << max_abs_diff(la, lb);
+                    const parallel::ExpertLoadSnapshot* snap = run.shard_->expert_load();
+                    ASSERT_NE(snap, nullptr);
+                    EXPECT_EQ(snap->expert_tokens, routed_rows(run.probes_, E)) << "prompt " << p;
+                }
+                const int32_t ta = argmax(la.data() + la.size() - V, V),
+                              tb = argmax(lb.data() + lb.size() - V, V);
+                tokens_a.push_back(ta);
+                tokens_b.push_back(tb);
+                next = {ta};
+            }
+            EXPECT_EQ(tokens_a, tokens_b) << "prompt " << p;
+        }
+    });
+}
+
+// Two sequences, padding rows, then a slot fork (copy_slot, replayed by the followers before the next
+// forward) continuing both branches: still bit-identical.
+TEST_P(MpiEp, BatchWithPaddingAndSlotCopyIsBitIdentical) {
+    EpRun run(model(), tp());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const Goldens g(model());
+    run_ep(run, [&](LeaderLm& leader) {
+        const int64_t V = leader.vocab_size();
+        // 40 and 17 tokens: several blocks each, partial last blocks.
+        const std::vector<int32_t> p0 = g.ids("prompt.7.ids"), p1 = g.ids("prompt.6.ids");
+        KvCacheSpec spec{kBlockSize, 24, 4};
+        for (CausalLm* lm : {static_cast<CausalLm*>(&leader), static_cast<CausalLm*>(run.ref_.get())}) {
+            ASSERT_TRUE(lm->configure_runtime({64, 4}).ok());
+            ASSERT_TRUE(lm->init_kv_cache(spec).ok());
+        }
+        auto chunk = [](ForwardBatch* fb, int32_t slot, int64_t start, const std::vector<int32_t>& toks,
+                        std::vector<int32_t> blocks, bool padding) {
+            SequenceChunk ch;
+            ch.seq_id = slot;
+            ch.slot = slot;
+            ch.start_pos = start;
+            ch.num_tokens = static_cast<int32_t>(toks.size());
+            ch.token_offset = static_cast<int32_t>(fb->token_ids.size());
+            ch.block_table = std::move(blocks);
+            ch.reset_slot = start == 0;
+            ch.is_padding = padding;
+            for (size_t i = 0; i < toks.size(); ++i) {
+                if (!padding) fb->logits_rows.push_back(static_cast<int32_t>(fb->token_ids.size()));
+                fb->token_ids.push_back(toks[i]);
+                fb->positions.push_back(padding ? static_cast<int64_t>(i) : start + static_cast<int64_t>(i));
+            }
+            fb->chunks.push_back(std::move(ch));
+        };
+        auto both = [&](const ForwardBatch& fb) {
+            std::vector<float> la(fb.logits_rows.size() * V), lb(la.size());
+            core::Status sa = leader.forward(fb, la.data()), sb = run.ref_->forward(fb, lb.data());
+            EXPECT_TRUE(sa.ok()) << sa.to_string();
+            EXPECT_TRUE(sb.ok()) << sb.to_string();
+            EXPECT_TRUE(same_bits(la, lb)) << "logits differ by up to " << max_abs_diff(la, lb);
+            return la;
+        };
+        const std::vector<int32_t> b0 = {0, 1, 2, 3, 4, 5}, b1 = {6, 7, 8, 9, 10, 11},
+                                   b2 = {12, 13, 14, 15, 16, 17};
+        ForwardBatch fb;
+        chunk(&fb, 0, 0, p0, b0, false);
+        chunk(&fb, 0, 0, {7, 7, 7}, {}, true); // padding rows (never routed)
+        chunk(&fb, 1, 0, p1, b1, false);
+        std::vector<float> l = both(fb);
+        // Fork sequence 1 into slot 2 (its blocks copied too), then decode all three.
+        const int64_t n1 = static_cast<int64_t>(p1.size());
+        for (int32_t i = 0; i < static_cast<int32_t>((n1 + kBlockSize - 1) / kBlockSize); ++i) {
+            leader.copy_block(b1[i], b2[i]);
+            run.ref_->copy_block(b1[i], b2[i]);
+        }
+        leader.copy_slot(1, 2);
+        run.ref_->copy_slot(1, 2);
+        int64_t pos0 = static_cast<int64_t>(p0.size()), pos1 = n1, pos2 = n1;
+        for (int step = 0; step < 6; ++step) {
+            ForwardBatch d;
+            chunk(&d, 0, pos0++, {static_cast<int32_t>(3 + step)}, b0, false);
+            chunk(&d, 1, pos1++, {static_cast<int32_t>(11 + step)}, b1, false);
+            if (step % 2 == 0) chunk(&d, 0, 0, {7}, {}, true);
+            chunk(&d, 2, pos2++, {static_cast<int32_t>(29 + 3 * step)}, b2, false);
+            l = both(d);
+        }
+    });
+}
+
+// A leader idle for longer than the deadline (a server with no requests) keeps its followers alive with
+// the keep-alive thread; without it their receive would fail after 3 s.
+TEST_P(MpiEp, KeepAliveThreadCarriesAnIdleLeader) {
+    if (model() != "tiny-v4" || tp() != 1) GTEST_SKIP() << "one layout is enough";
+    EpRun run(model(), tp());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const std::chrono::milliseconds saved = g_world->deadline();
+    g_world->set_deadline(std::chrono::milliseconds(3000));
+    run_ep(run, [&](LeaderLm& leader) {
+        leader.start_keep_alive();
+        const std::vector<int32_t> ids = {5, 6, 7};
+        for (CausalLm* lm : {static_cast<CausalLm*>(&leader), static_cast<CausalLm*>(run.ref_.get())}) {
+            ASSERT_TRUE(lm->configure_runtime({8, 1}).ok());
+            ASSERT_TRUE(lm->init_kv_cache({kBlockSize, 1, 1}).ok());
+        }
+        SequenceRunner a(&leader, 0, {0}), b(run.ref_.get(), 0, {0});
+        std::vector<float> la, lb;
+        ASSERT_TRUE(a.feed(ids, 0, false, &la).ok());
+        std::this_thread::sleep_for(std::chrono::milliseconds(7000)); // > 2 deadlines, idle
+        core::Status s = a.feed({9}, 0, false, &la);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        ASSERT_TRUE(b.feed(ids, 0, false, &lb).ok());
+        ASSERT_TRUE(b.feed({9}, 0, false, &lb).ok());
+        EXPECT_TRUE(same_bits(la, lb));
+        EXPECT_GE(run.shard_->expert_load()->step, 5u); // idle steps between the two forwards (3, 4 without)
+    });
+    g_world->set_deadline(saved);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, MpiEp,
+                         ::testing::Combine(::testing::Values("tiny-v4", "tiny-v4-fp8"),
+                                            ::testing::Values(1, 2, 4)));
+
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+public:
+    explicit FailurePrinter(int rank) : rank_(rank) {}
+    void OnTestPartResult(const ::testing::TestPartResult& r) override {
+        if (r.failed())
+            std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?",
+                         r.line_number(), r.summary());
+    }
+
+private:
+    int rank_;
+};
+
+} // namespace
+} // namespace deepinfer::model::deepseek_v4
+
+int main(int argc, char** argv) {
+    using namespace deepinfer;
+    auto rt = parallel::MpiRuntime::init(&argc, &argv);
+    if (!rt.ok()) {
+        std::fprintf(stderr, "%s\n", rt.status().to_string().c_str());
+        return 2;
+    }
+    ::testing::InitGoogleTest(&argc, argv);
+    int rc = 0;
+    {
+        auto w = (*rt)->world(std::chrono::milliseconds(20000));
+        if (!w.ok()) {
+            std::fprintf(stderr, "%s\n", w.status().to_string().c_str());
+            return 2;
+        }
+        model::deepseek_v4::g_world = w->get();
+        if ((*w)->rank() != 0) {
+            auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+            delete listeners.Release(listeners.default_result_printer());
+            listeners.Append(new model::deepseek_v4::FailurePrinter((*w)->rank()));
+        }
+        rc = RUN_ALL_TESTS();
+        std::int64_t mine[1] = {rc};
+        std::vector<std::int64_t> all((*w)->size());
+        if ((*w)->all_gather_i64(mine, all).ok()) {
+            for (int r = 0; r < (*w)->size(); ++r) {
+                if (all[r] != 0 && (*w)->rank() == 0) std::fprintf(stderr, "rank %d had failures\n", r);
+                if (all[r] != 0) rc = 1;
+            }
+        } else {
+            rc = 1;
+        }
+        model::deepseek_v4::g_world = nullptr;
+    }
+    if (!(*rt)->finalize().ok()) return 3;
+    return rc;
+}
