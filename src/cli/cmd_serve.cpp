@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "cli/args.h"
 #include "cli/command.h"
@@ -97,7 +98,8 @@ std::string installed_tokenizer_path() {
 }
 #endif
 
-int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRun* par);
+int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRun* par,
+                    const std::vector<std::string>& compat_notes);
 
 int run_serve(const std::vector<std::string>& argv) {
     std::set<std::string> value_flags = {"model",           "host",         "port",
@@ -161,17 +163,18 @@ int run_serve(const std::vector<std::string>& argv) {
     }
     std::optional<parallel::StepChannel> channel;
     if (par && par->active()) channel.emplace(*par->world());
-    int rc = serve_on_leader(&*args, channel ? &*channel : nullptr, par.get());
+    int rc = serve_on_leader(&*args, channel ? &*channel : nullptr, par.get(), compat->notes);
     // The backend (engine, LeaderLm) is gone: end the followers' loop.
     if (channel && !channel->publish_shutdown().ok() && rc == 0) rc = 1;
     return par ? par->finish(rc) : rc;
 #else
-    return serve_on_leader(&*args, nullptr, nullptr);
+    return serve_on_leader(&*args, nullptr, nullptr, compat->notes);
 #endif
 }
 
 // Rank 0 (or the only process): HTTP, the engine, the tokenizer.
-int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRun* par) {
+int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRun* par,
+                    const std::vector<std::string>& compat_notes) {
     (void)channel; // used with the engine backend only
     (void)par;
     std::string level = args->get_or("log-level", "info");
@@ -179,7 +182,7 @@ int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRu
                         : level == "warn"  ? core::LogLevel::kWarn
                         : level == "error" ? core::LogLevel::kError
                                            : core::LogLevel::kInfo);
-    for (const auto& note : compat->notes) DI_LOG(Info) << "deepinfer serve: " << note;
+    for (const auto& note : compat_notes) DI_LOG(Info) << "deepinfer serve: " << note;
     std::optional<std::string> model_dir = args->get("model");
     if (!args->positional().empty()) { // `vllm serve MODEL` puts the model first
         if (args->positional().size() > 1 || model_dir) {
