@@ -5,6 +5,7 @@ tiny model, whose byte-level stand-in codec spells the effort prompts as single 
 back into the text); the rest also runs on the fake backend."""
 
 import json
+import os
 import subprocess
 import unittest
 
@@ -108,9 +109,12 @@ class FlagErrors(unittest.TestCase):
         self.assertIn("did you mean --tensor-parallel-size?", err)
 
     def test_vllm_flags_refused_name_the_flag_and_what_to_use(self):
-        err = serve_fails("--backend", "fake", "--tensor-parallel-size", "8")
-        self.assertIn("--tensor-parallel-size 8", err)
-        self.assertIn("--tensor-parallel-size 1", err)
+        # Tensor parallelism is native (docs/parallelism.md): a degree the job's ranks cannot hold is
+        # refused, naming the layout and how to launch it.
+        tiny = os.path.join(os.path.dirname(__file__), "..", "..", "..", "models", "tiny-v4")
+        err = serve_fails("--model", tiny, "--tensor-parallel-size", "8")
+        self.assertIn("tp=8", err)
+        self.assertIn("mpirun -np N", err)
         err = serve_fails("--backend", "fake", "--tool-call-parser", "hermes")
         self.assertIn("deepseek_v4", err)
         err = serve_fails("--backend", "fake", "--swap-space", "16")
