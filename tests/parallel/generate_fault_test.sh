@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A follower of `mpirun -np 2 deepinfer generate --ep 2` (engine mode, a few thousand tokens) is killed
+# A follower of `mpirun -np 2 deepinfer generate --ep 2` (engine mode, ~100k tokens: longer than the 3 s
+# before the fault even on a quiet machine) is killed
 # with SIGKILL or stopped with SIGSTOP mid-run (label `mpi`). The leader must fail the in-flight requests
 # with an error naming the lost rank and exit within 30 s of the fault; nothing may hang. Bounded: the job
 # runs under `timeout`, and the follower and mpirun are killed on the way out.
@@ -13,7 +14,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 python3 -c "
 import json
-for i in range(60): print(json.dumps({'prompt_ids': [1 + i % 50, 2, 3], 'max_tokens': 600, 'temperature': 0}))
+for i in range(400): print(json.dumps({'prompt_ids': [1 + i % 50, 2, 3], 'max_tokens': 600, 'temperature': 0}))
 " >"$dir/in.jsonl"
 # Each rank's exit status lands in rc.RANK (mpirun's own status does not tell, with recovery enabled).
 export DI_FAULT_TEST_DIR=$dir
@@ -83,7 +84,7 @@ fail=0
 grep -q "Unavailable" "$dir/log" || { echo "FAIL: no Unavailable error in the log"; fail=1; }
 grep -q "rank(s) 1\|rank 1" "$dir/log" || { echo "FAIL: the error does not name rank 1"; fail=1; }
 # Every request got an answer: the finished ones their tokens, the others an error.
-[ "$(wc -l <"$dir/out")" -eq 60 ] || { echo "FAIL: $(wc -l <"$dir/out") of 60 output lines"; fail=1; }
+[ "$(wc -l <"$dir/out")" -eq 400 ] || { echo "FAIL: $(wc -l <"$dir/out") of 400 output lines"; fail=1; }
 grep -q '"error"' "$dir/out" || { echo "FAIL: no request failed"; fail=1; }
 [ "$fail" -eq 0 ] && echo "ok"
 exit "$fail"
