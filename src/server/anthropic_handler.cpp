@@ -155,21 +155,12 @@ void handle_anthropic_messages(HttpServer::State& s, const std::string& body, ht
     auto prompt = s.backend.render_chat(r.prompt);
     if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
     const int n_prompt = static_cast<int>(prompt->size());
-    GenerationSpec spec;
-    spec.params = r.common.sampling;
     int max_tokens = 0;
-    if (auto e = s.resolve_max_tokens(n_prompt, "messages", spec.params.max_tokens, std::nullopt, max_tokens))
+    if (auto e = s.resolve_max_tokens(n_prompt, "messages", r.common.sampling.max_tokens, std::nullopt,
+                                      max_tokens))
         return s.send_error(kEndpoint, *e, res);
-    spec.params.max_tokens = max_tokens;
     if (!s.admit(kEndpoint, res)) return;
-    spec.prompts.push_back(std::move(prompt).value());
-    spec.constraint = std::move(r.common.constraint);
-    spec.stops = r.common.stop;
-    spec.include_stop_str = r.common.include_stop_str_in_output;
-    spec.chat = true;
-    spec.parser.thinking = r.prompt.thinking;
-    spec.parser.parse_tools = r.prompt.has_tools() && r.prompt.tool_choice != "none";
-    spec.forced_output = r.common.forced_output;
+    GenerationSpec spec = chat_generation_spec(r, std::move(prompt).value(), max_tokens);
     ResponseMeta meta{s.new_id("msg_"), s.start_time, s.model_name};
     auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
     if (core::Status st = gen->start(); !st.ok()) {

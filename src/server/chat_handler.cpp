@@ -70,6 +70,23 @@ private:
 
 } // namespace
 
+GenerationSpec chat_generation_spec(ChatRequest& r, std::vector<int32_t> prompt, int max_tokens) {
+    GenerationSpec spec;
+    spec.params = r.common.sampling;
+    spec.params.max_tokens = max_tokens;
+    spec.prompts.push_back(std::move(prompt));
+    spec.constraint = std::move(r.common.constraint);
+    spec.stops = r.common.stop;
+    spec.include_stop_str = r.common.include_stop_str_in_output;
+    spec.chat = true;
+    spec.parser.thinking = r.prompt.thinking;
+    spec.parser.parse_tools = r.prompt.has_tools() && r.prompt.tool_choice != "none";
+    if (spec.parser.parse_tools && r.prompt.tool_choice == "auto")
+        spec.parser.validate_tools = r.prompt.conversation.tools;
+    spec.forced_output = r.common.forced_output;
+    return spec;
+}
+
 void handle_chat(HttpServer::State& s, const std::string& body, httplib::Response& res) {
     auto parsed = parse_chat_request(body, s.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
@@ -78,23 +95,12 @@ void handle_chat(HttpServer::State& s, const std::string& body, httplib::Respons
     auto prompt = s.backend.render_chat(r.prompt);
     if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
     int n_prompt = static_cast<int>(prompt->size());
-    GenerationSpec spec;
-    spec.params = r.common.sampling;
     int max_tokens = 0;
-    if (auto e = s.resolve_max_tokens(n_prompt, "messages", spec.params.max_tokens, std::nullopt, max_tokens))
+    if (auto e = s.resolve_max_tokens(n_prompt, "messages", r.common.sampling.max_tokens, std::nullopt,
+                                      max_tokens))
         return s.send_error(kEndpoint, *e, res);
-    spec.params.max_tokens = max_tokens;
     if (!s.admit(kEndpoint, res)) return;
-    spec.prompts.push_back(std::move(prompt).value());
-    spec.constraint = std::move(r.common.constraint);
-    spec.stops = r.common.stop;
-    spec.include_stop_str = r.common.include_stop_str_in_output;
-    spec.chat = true;
-    spec.parser.thinking = r.prompt.thinking;
-    spec.parser.parse_tools = r.prompt.has_tools() && r.prompt.tool_choice != "none";
-    spec.forced_output = r.common.forced_output;
-    if (spec.parser.parse_tools && r.prompt.tool_choice == "auto")
-        spec.parser.validate_tools = r.prompt.conversation.tools;
+    GenerationSpec spec = chat_generation_spec(r, std::move(prompt).value(), max_tokens);
     ResponseMeta meta{s.new_id("chatcmpl-"), s.start_time, s.model_name};
     auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
     if (core::Status st = gen->start(); !st.ok()) {

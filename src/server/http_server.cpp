@@ -192,7 +192,8 @@ size_t longest_json_string(std::string_view body) {
             n += static_cast<size_t>(escape - p);
             p = escape;
             if (escape == quote) break;
-            // "\uXXXX" is 6 bytes for at least one decoded byte, any other escape 2 for 1
+            // a \u escape (backslash, u, four hex digits) is 6 bytes for at least one decoded byte; any other
+            // escape is 2 bytes for 1
             p += p + 1 < end && p[1] == 'u' ? std::min<ptrdiff_t>(6, end - p)
                                             : std::min<ptrdiff_t>(2, end - p);
             ++n;

@@ -7,10 +7,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 
 #include "server/api_error.h"
+#include "server/generation.h"
 #include "server/http_server.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
@@ -50,6 +52,10 @@ struct HttpServer::State {
     // when used, and a structured-output constraint the backend can compile.
     std::optional<ApiError> check_request(const CommonRequest& r) const;
 };
+
+// The engine side of a parsed chat request (chat completions and /v1/messages alike): sampling, the rendered
+// prompt, constraint, stops and the output parser's options (chat_handler.cpp). Moves the constraint out.
+GenerationSpec chat_generation_spec(ChatRequest& r, std::vector<int32_t> prompt, int max_tokens);
 
 // `body` is the whole request body, read within the size and time limits.
 void handle_chat(HttpServer::State& s, const std::string& body, httplib::Response& res);
