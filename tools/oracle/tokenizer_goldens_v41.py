@@ -61,6 +61,28 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+# Golden prompt used as text end to end (generate --prompt, serve /v1/completions): its ids are all words
+# without whitespace, so HF's decode gives a text that encodes back to exactly those ids (checked).
+TEXT_PROMPT = 6
+
+
+def completions(root: Path, tk: Tokenizer) -> list[dict]:
+    """The golden greedy tokens of prompt TEXT_PROMPT as text, per checkpoint (from goldens.safetensors)."""
+    import safetensors.torch  # only here: the tokenizer part needs no torch
+    out = []
+    for name in ("tiny-v41", "tiny-v41-fp8"):
+        g = safetensors.torch.load_file(str(root / f"tests/fixtures/{name}/goldens.safetensors"))
+        ids = g[f"prompt.{TEXT_PROMPT}.ids"].tolist()
+        gen = g[f"prompt.{TEXT_PROMPT}.gen_tokens"].tolist()
+        text = tk.decode(ids, skip_special_tokens=False)
+        assert tk.encode(text).ids == ids, f"golden prompt {TEXT_PROMPT} does not round-trip through text"
+        out.append({"model_dir": f"models/{name}", "golden": f"tests/fixtures/{name}/goldens.safetensors",
+                    "prompt_index": TEXT_PROMPT, "prompt_text": text, "prompt_ids": ids,
+                    "gen_tokens": gen, "gen_text": tk.decode(gen, skip_special_tokens=False),
+                    "gen_text_skip_special": tk.decode(gen, skip_special_tokens=True)})
+    return out
+
+
 def compute(tok_json: Path) -> dict:
     tk = Tokenizer.from_file(str(tok_json))
     auto = AutoTokenizer.from_pretrained(str(tok_json.parent))
@@ -82,7 +104,7 @@ def compute(tok_json: Path) -> dict:
             "tokenizer_sha256": sha256(tok_json),
             "reference": "tokenizers.Tokenizer.from_file(...).encode(text) / .decode(ids, skip_special_tokens)",
             "note": "ids < 0 in 'decode' are passed to tokenizers without them (it takes u32 ids)",
-            "encode": enc, "decode": dec}
+            "encode": enc, "decode": dec, "completion": completions(tok_json.parents[2], tk)}
 
 
 def versions() -> dict:
