@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <random>
+
 #include "test_data.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -71,6 +73,23 @@ TEST(WordLevel, DecodeMatchesHfTokenizers) {
     ASSERT_GE(g.at("decode").size(), 5u);
     for (const auto& c : g.at("decode"))
         check(c.at("ids").get<std::vector<TokenId>>(), c, c.at("ids").dump());
+}
+
+TEST(WordLevel, StreamingEqualsDecodeOnRandomIds) {
+    // Ids from every class: specials (0-3), words, whitespace tokens, U+FFFD tokens, out of range.
+    std::mt19937 rng(41);
+    std::uniform_int_distribution<int> id(-2, 259), len(0, 12);
+    for (int trial = 0; trial < 500; ++trial) {
+        std::vector<TokenId> ids(len(rng));
+        for (auto& x : ids) x = id(rng);
+        for (bool skip : {false, true}) {
+            IncrementalDetokenizer d(tiny_v41(), skip);
+            std::string streamed;
+            for (TokenId x : ids) streamed += d.push(x);
+            streamed += d.finish();
+            ASSERT_EQ(streamed, tiny_v41().decode(ids, skip)) << ::testing::PrintToString(ids) << " " << skip;
+        }
+    }
 }
 
 TEST(WordLevel, LoadErrorsNameTheField) {
