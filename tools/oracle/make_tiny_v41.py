@@ -48,7 +48,7 @@ from goldens_v41 import (DEAD_CHECK, GEN_TOKENS, MIN_MARGIN, MIN_SELECT_GAP, PRO
                          fresh, run_goldens)
 from names_v41 import hf_to_official, official_to_hf, storage_kind
 from quantize import FP8_BLOCK, quant_fp4, quant_fp8, unpack_fp4
-from tokenizer_goldens_v41 import versions as tokenizer_golden_versions
+from tokenizer_goldens_v41 import record_in_manifest as record_tokenizer_goldens
 from tokenizer_goldens_v41 import write_goldens as write_tokenizer_goldens
 
 torch.set_num_threads(1)
@@ -557,7 +557,7 @@ def main() -> None:
     save_st(gold_a, fx_a / "goldens.safetensors")
     save_st(gold_b, fx_b / "goldens.safetensors")
     save_st(deq_b, fx_b / "dequantized.safetensors")
-    tok_goldens = write_tokenizer_goldens(root, update_manifest=False)  # the tokenizer's own ids for a few texts
+    tok_goldens = write_tokenizer_goldens(root)  # HF's ids / text for a few texts (recorded after the manifest)
 
     self_check = artifact_self_check(cfg, root, prompts, reloaded)
     print("artifact self-check:", self_check, flush=True)
@@ -611,15 +611,12 @@ def main() -> None:
         write_json(man, fx / "manifest.json")
 
     finish(fx_a, d_a, info_a, {"model": "tiny-v41", "model_dir": "models/tiny-v41", "weights_seed": seed_a,
-                               "tokenizer_goldens": {
-                                   "file": str(tok_goldens.relative_to(root)),
-                                   "versions": tokenizer_golden_versions(),
-                                   "command": "$ORACLE_VENV/bin/python tools/oracle/tokenizer_goldens_v41.py"},
                                "weights": "bf16-rounded stored values (F32 where stored F32), computed in fp32"})
     finish(fx_b, d_b, info_b, {"model": "tiny-v41-fp8", "model_dir": "models/tiny-v41-fp8", "weights_seed": seed_b,
                                "weights": "dequantized FP8/FP4 + bf16-rounded stored values, fp32",
                                "quantization": hf_cfg["quantization_config"],
                                "dequantized_keys": key_list(fx_b / "dequantized.safetensors")})
+    record_tokenizer_goldens(root, tok_goldens)
     print(f"done: tiny-v41 seed {seed_a}, tiny-v41-fp8 seed {seed_b}")
 
 

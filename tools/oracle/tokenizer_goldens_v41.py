@@ -112,27 +112,35 @@ def versions() -> dict:
             "transformers": transformers.__version__}
 
 
-def write_goldens(root: Path, update_manifest: bool) -> Path:
+def write_goldens(root: Path) -> Path:
     out = root / "tests/fixtures/tiny-v41/tokenizer_goldens.json"
     data = compute(root / "models/tiny-v41/tokenizer.json")
     out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    if update_manifest:
-        man_path = root / "tests/fixtures/tiny-v41/manifest.json"
-        man = json.loads(man_path.read_text())
-        man["tokenizer_goldens"] = {"file": str(out.relative_to(root)), "versions": versions(),
-                                    "command": "$ORACLE_VENV/bin/python tools/oracle/tokenizer_goldens_v41.py"}
-        files = dict(man.get("files", {}))
-        files[str(out.relative_to(root))] = {"bytes": out.stat().st_size, "sha256": sha256(out)}
-        man["files"] = dict(sorted(files.items()))
-        man_path.write_text(json.dumps(man, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
     return out
+
+
+def record_in_manifest(root: Path, out: Path) -> None:
+    """Adds (or refreshes) the file's entry in "files" and the "tokenizer_goldens" key (last) of the tiny-v41
+    manifest. make_tiny_v41.py calls this after writing the manifest, so both paths give the same file."""
+    man_path = root / "tests/fixtures/tiny-v41/manifest.json"
+    man = json.loads(man_path.read_text())
+    files = dict(man.get("files", {}))
+    files[str(out.relative_to(root))] = {"bytes": out.stat().st_size, "sha256": sha256(out)}
+    man["files"] = dict(sorted(files.items()))
+    man.pop("tokenizer_goldens", None)
+    man["tokenizer_goldens"] = {"file": str(out.relative_to(root)), "versions": versions(),
+                                "command": "$ORACLE_VENV/bin/python tools/oracle/tokenizer_goldens_v41.py"}
+    man_path.write_text(json.dumps(man, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
     args = ap.parse_args()
-    print(write_goldens(Path(args.root), update_manifest=True))
+    root = Path(args.root)
+    out = write_goldens(root)
+    record_in_manifest(root, out)
+    print(out)
 
 
 if __name__ == "__main__":
