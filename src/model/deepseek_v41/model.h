@@ -24,6 +24,7 @@
 #include "model/deepseek_v41/config.h"
 #include "model/deepseek_v41/engram_hash.h"
 #include "model/deepseek_v41/model_weights.h"
+#include "model/deepseek_v41/quant_ties.h"
 #include "weights/checkpoint.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -57,6 +58,9 @@ public:
     // generate --dump-probes (probes.cpp): the golden key names of tools/oracle/goldens_v41.py.
     std::unique_ptr<ProbeRecorder> attach_probe_recorder() override;
     void set_probes(V41Probes* p) { probes_ = p; }
+    // Test only (quant_ties.h): the reference's rounding at its near-ties in the cache fake-quant; null
+    // (the default) runs the plain quantizers.
+    void set_quant_ties(QuantTieOverride* t) { ties_ = t; }
     const ModelConfig& config() const { return config_; }
 
     // The per-layer KV sizes (floats), for kv_geometry and the docs.
@@ -109,6 +113,7 @@ private:
     Pools pools_;
     std::vector<Slot> slots_;
     V41Probes* probes_ = nullptr;
+    QuantTieOverride* ties_ = nullptr;
 };
 
 } // namespace deepinfer::model::deepseek_v41
