@@ -18,7 +18,8 @@
 // decode matches one forward exactly). Rejecting (seed, prompt) pairs with near-boundary quantizer inputs,
 // as V4's oracle rejects near-ties, was measured infeasible: at a margin that covers our ~2e-6·amax
 // deviation every prompt has 10-186 such elements (docs/deepseek-v41-model.md, "The 1e-4 logit point";
-// tools/oracle/quant_margin_census_v41.py).
+// tools/oracle/quant_margin_census_v41.py). The 1e-4 logit clause on every prompt (prefill and decode, one
+// shot and chunked) is asserted with the reference's rounding at its near-ties: v41_near_ties_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>

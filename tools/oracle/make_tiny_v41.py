@@ -617,6 +617,8 @@ def main() -> None:
                                "quantization": hf_cfg["quantization_config"],
                                "dequantized_keys": key_list(fx_b / "dequantized.safetensors")})
     record_tokenizer_goldens(root, tok_goldens)
+    from near_ties_v41 import write_near_ties  # imports this module: here, not at the top
+    write_near_ties(root)  # the reference's near-ties of the golden runs (docs/deepseek-v41-model.md)
     print(f"done: tiny-v41 seed {seed_a}, tiny-v41-fp8 seed {seed_b}")
 
 

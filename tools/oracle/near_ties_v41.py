@@ -22,7 +22,7 @@ Output, per checkpoint, tests/fixtures/<name>/near_ties.safetensors:
 and a "near_ties" entry in the checkpoint's manifest.json (file sha256, margin, per-prompt counts,
 versions). The goldens are not touched: the script checks that its run reproduces them bit for bit.
 
-    $ORACLE_VENV/bin/python tools/oracle/near_ties_v41.py
+    $ORACLE_VENV/bin/python tools/oracle/near_ties_v41.py   # make_tiny_v41.py also runs it, last
 """
 
 from __future__ import annotations
@@ -178,11 +178,9 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
-    args = ap.parse_args()
-    root = Path(args.root)
+def write_near_ties(root: Path) -> None:
+    """Writes both checkpoints' near_ties.safetensors and manifest entries (make_tiny_v41.py calls this last,
+    so a full regeneration gives the committed files)."""
     for name, model in load_models(root).items():
         rec = Recorder(model)
         gpath = root / f"tests/fixtures/{name}/goldens.safetensors"
@@ -232,6 +230,12 @@ def main():
             "command": "$ORACLE_VENV/bin/python tools/oracle/near_ties_v41.py"}
         man_path.write_text(json.dumps(man, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
         print(path, sum(counts))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2]))
+    write_near_ties(Path(ap.parse_args().root))
 
 
 if __name__ == "__main__":
