@@ -236,8 +236,9 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
     std::vector<float> q(n * HI * dI); // [n, H_I, d_I]
     be.linear(kernels::linear_args(qr, n, w.wq_b, q.data()));
     be.rope(rope_params(compress_rope_, q.data(), n, HI, dI, ch.pos.data()));
-    if (ties_ &&
-        dI % 32 == 0) // one row per query token (head * d_I + channel): blocks of 32 never straddle heads
+    // With the test-only tie table: one row per query token (head * d_I + channel), blocks of 32 within a
+    // head.
+    if (ties_ && dI % 32 == 0)
         fake_quant_with_ties(q.data(), n, HI * dI, QuantTieOverride::kIndexerQ, l, ch.pos.data(), *ties_);
     else
         kernels::ref::fake_quant_fp4_block(q.data(), n * HI, dI, 32, /*e4m3_scales=*/false);
