@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -295,10 +296,17 @@ TEST_P(MpiEp, KeepAliveThreadCarriesAnIdleLeader) {
     g_world->set_deadline(saved);
 }
 
+// Named MODEL_tpN (tiny_v41_fp8_tp2), so that ctest can run the V4 and V4.1 halves as separate tests.
 INSTANTIATE_TEST_SUITE_P(TinyModels, MpiEp,
                          ::testing::Combine(::testing::Values("tiny-v4", "tiny-v4-fp8", "tiny-v41",
                                                               "tiny-v41-fp8"),
-                                            ::testing::Values(1, 2, 4)));
+                                            ::testing::Values(1, 2, 4)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
+                             std::string name =
+                                 std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
+                             std::replace(name.begin(), name.end(), '-', '_');
+                             return name;
+                         });
 
 class FailurePrinter : public ::testing::EmptyTestEventListener {
 public:
