@@ -91,7 +91,14 @@ void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int6
     RequestState* r = seq->request;
     SampleInput in;
     in.logits = row;
-    if (seq->constraint) in.logits = apply_logits_constraint(*seq->constraint, row, constrained_row_, mask_);
+    if (seq->constraint) {
+        // The tokens this sequence may still generate, this one included (append_token's length checks):
+        // the constraint keeps only tokens after which it can still end in time.
+        const int64_t left = std::min<int64_t>(r->max_tokens - seq->num_output(),
+                                               config_.max_model_len - seq->num_tokens());
+        const auto tokens_left = static_cast<int32_t>(std::clamp<int64_t>(left, 1, LogitsConstraint::kNoBudget));
+        in.logits = apply_logits_constraint(*seq->constraint, row, constrained_row_, mask_, nullptr, tokens_left);
+    }
     in.params = &r->request.params;
     in.prompt = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
     in.output = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
