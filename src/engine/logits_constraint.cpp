@@ -47,6 +47,39 @@ std::span<const float> apply_logits_constraint(const LogitsConstraint& constrain
     return scratch;
 }
 
+int64_t mask_logits_in_place(const LogitsConstraint& constraint, std::span<float> row,
+                             std::vector<uint32_t>& mask, int32_t tokens_left) {
+    mask.resize(static_cast<std::size_t>(constraint.mask_words()));
+    constraint.fill_mask(mask, tokens_left);
+    constexpr float kOff = -std::numeric_limits<float>::infinity();
+    int64_t allowed = 0;
+    const std::size_t full_words = std::min(mask.size(), row.size() / 32);
+    float* l = row.data();
+    for (std::size_t w = 0; w < full_words;) {
+        const uint32_t bits = mask[w];
+        if (bits == 0u || bits == ~0u) {
+            std::size_t e = w + 1;
+            while (e < full_words && mask[e] == bits) ++e;
+            if (bits == 0u)
+                std::fill(l + w * 32, l + e * 32, kOff);
+            else
+                allowed += static_cast<int64_t>(e - w) * 32;
+            w = e;
+            continue;
+        }
+        for (uint32_t off = ~bits; off != 0; off &= off - 1) l[w * 32 + std::countr_zero(off)] = kOff;
+        allowed += std::popcount(bits);
+        ++w;
+    }
+    for (std::size_t id = full_words * 32; id < row.size(); ++id) {
+        const std::size_t w = id / 32;
+        const bool on = w < mask.size() && ((mask[w] >> (id % 32)) & 1u);
+        if (!on) row[id] = kOff;
+        allowed += on;
+    }
+    return allowed;
+}
+
 DeferredConstraint::DeferredConstraint(std::unique_ptr<LogitsConstraint> inner, int32_t trigger,
                                        std::vector<int32_t> blocked, int32_t budget,
                                        std::shared_ptr<const TriggerText> text)
@@ -74,7 +107,8 @@ void DeferredConstraint::fill_mask(std::span<uint32_t> mask, int32_t tokens_left
     };
     // One more free token must leave room for the trigger and the inner constraint's shortest ending.
     const int32_t inner_end = inner_->tokens_to_end();
-    const bool no_room = inner_end < kNoBudget && static_cast<int64_t>(tokens_left) - 1 < 1 + int64_t{inner_end};
+    const bool no_room =
+        inner_end < kNoBudget && static_cast<int64_t>(tokens_left) - 1 < 1 + int64_t{inner_end};
     if ((budget_ >= 0 && free_ >= budget_) || no_room) {
         std::fill(mask.begin(), mask.end(), 0u);
         set(trigger_, true);

@@ -100,4 +100,10 @@ std::span<const float> apply_logits_constraint(const LogitsConstraint& constrain
                                                int64_t* allowed_out = nullptr,
                                                int32_t tokens_left = LogitsConstraint::kNoBudget);
 
+// Masks one logits row in place (disallowed -> -inf): writes only what changes, so a row where nearly
+// everything is allowed (inside a free string) costs a scan of the mask, not a copy of the row. For rows
+// the engine owns and reads only for this sequence. Returns how many tokens stayed allowed.
+int64_t mask_logits_in_place(const LogitsConstraint& constraint, std::span<float> row,
+                             std::vector<uint32_t>& mask, int32_t tokens_left = LogitsConstraint::kNoBudget);
+
 } // namespace deepinfer::engine

@@ -48,7 +48,8 @@ void CompiledGrammar::compute_rests() {
     };
     each_dep([&](int32_t on, int32_t, int32_t) { ++begin[static_cast<std::size_t>(on) + 1]; });
     for (int32_t v = 0; v < n; ++v) begin[v + 1] += begin[v];
-    std::vector<int32_t> who(static_cast<std::size_t>(begin[n])), how(who.size()), fill(begin.begin(), begin.end() - 1);
+    std::vector<int32_t> who(static_cast<std::size_t>(begin[n])), how(who.size()),
+        fill(begin.begin(), begin.end() - 1);
     each_dep([&](int32_t on, int32_t v, int32_t h) {
         who[fill[on]] = v;
         how[fill[on]++] = h;

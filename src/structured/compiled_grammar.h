@@ -43,7 +43,7 @@ struct CompiledGrammarStats {
 class CompiledGrammar {
 public:
     static constexpr int32_t kDead = -1;
-    static constexpr int32_t kNoBudget = INT32_MAX;      // tokens_left: no limit
+    static constexpr int32_t kNoBudget = INT32_MAX;        // tokens_left: no limit
     static constexpr int32_t kUnreachable = INT32_MAX / 4; // distance: the grammar cannot end from here
 
     CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "engine/engine.h"
 #include "engine/grammar_constraint.h"
@@ -267,7 +268,7 @@ TEST(LogitsConstraint, TinyMaxTokensForcesClosure) {
         "id":{"type":"string"},"tags":{"type":"array","items":{"type":"object",
         "properties":{"k":{"type":"string"},"v":{"type":"integer"}},"required":["k","v"]}}},
         "required":["id","tags"],"additionalProperties":false})",
-                                         vocab);
+                                          vocab);
     ASSERT_TRUE(schema.ok()) << schema.status().to_string();
     const int32_t shortest = (*schema)->tokens_to_end(); // {"id":"","tags":[]} + EOS
     ASSERT_EQ(shortest, 20);
@@ -314,6 +315,41 @@ TEST(LogitsConstraint, TinyMaxTokensForcesClosure) {
     }
     EXPECT_GT(at_limit, 0) << "no completion used its whole budget: random strings were meant to run long";
     EXPECT_GT(thought, 0);
+}
+
+// Masking in place (what the engine does with its own logits rows) gives the row apply_logits_constraint
+// builds in a copy, with the same allowed count, along a sampled output and under tight budgets.
+TEST(LogitsConstraint, InPlaceMaskMatchesTheCopy) {
+    int64_t n_vocab = 0;
+    auto vocab = byte_complete_vocab(&n_vocab);
+    auto c = make_grammar_constraint(GrammarKind::kJsonSchema,
+                                     R"({"type":"object","properties":{"s":{"type":"string"},
+                                         "n":{"type":"array","items":{"type":"number"}}},"required":["s","n"]})",
+                                     vocab);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    auto seq = (*c)->clone();
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+    std::vector<float> scratch;
+    std::vector<uint32_t> mask_a, mask_b;
+    int steps = 0;
+    for (int32_t left = 60; left > 0 && !seq->is_terminated(); --left, ++steps) {
+        std::vector<float> row(static_cast<size_t>(n_vocab));
+        for (float& v : row) v = u(rng);
+        int64_t allowed_copy = 0;
+        auto copy = apply_logits_constraint(*seq, row, scratch, mask_a, &allowed_copy, left);
+        std::vector<float> expected(copy.begin(), copy.end());
+        const int64_t allowed = mask_logits_in_place(*seq, row, mask_b, left);
+        ASSERT_EQ(allowed, allowed_copy);
+        ASSERT_GT(allowed, 0);
+        ASSERT_EQ(row, expected);
+        std::vector<int32_t> ok;
+        for (int32_t t = 0; t < n_vocab; ++t)
+            if (!std::isinf(row[t])) ok.push_back(t);
+        ASSERT_TRUE(seq->accept(ok[rng() % ok.size()]));
+    }
+    EXPECT_TRUE(seq->is_terminated()) << "60 tokens are enough for this schema under the budget";
+    EXPECT_GT(steps, 10);
 }
 
 } // namespace

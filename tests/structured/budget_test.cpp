@@ -59,11 +59,11 @@ const char* kNestedSchema = R"({
 TEST(Budget, DistanceHasTheKnownAnswers) {
     auto g = compile_schema(kNestedSchema, testing_util::byte_vocab());
     ASSERT_TRUE(g) << testing_util::last_error();
-    EXPECT_EQ(g->distance(g->initial_state()), 8); // {"a":[]}
-    EXPECT_EQ(distance_after(g, "{\"a\":[1,2"), 2);  // ]}
-    EXPECT_EQ(distance_after(g, "{\"a\":[1,2,"), 3); // 0]}
-    EXPECT_EQ(distance_after(g, "{\"a\":[],"), 22);  // "o":{"s":"","b":true}}
-    EXPECT_EQ(distance_after(g, "{\"a\":[], \"o\":{\"s\":\"ab"), 12); // ","b":true}}
+    EXPECT_EQ(g->distance(g->initial_state()), 8);                          // {"a":[]}
+    EXPECT_EQ(distance_after(g, "{\"a\":[1,2"), 2);                         // ]}
+    EXPECT_EQ(distance_after(g, "{\"a\":[1,2,"), 3);                        // 0]}
+    EXPECT_EQ(distance_after(g, "{\"a\":[],"), 22);                         // "o":{"s":"","b":true}}
+    EXPECT_EQ(distance_after(g, "{\"a\":[], \"o\":{\"s\":\"ab"), 12);       // ","b":true}}
     EXPECT_EQ(distance_after(g, "{\"a\":[],\"o\":{\"s\":\"\",\"b\":f"), 6); // alse}}
     EXPECT_EQ(distance_after(g, "{\"a\":[]}"), 0);
     // Recursion: the stack says what must close.
@@ -127,8 +127,8 @@ item ::= root | [a-z]{2,4} | "\"" [^"]* "\""
 std::shared_ptr<const TokenVocabulary> rich_vocab() {
     std::vector<std::string> bytes;
     for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
-    for (const char* t : {"{\"a\":[", "{\"a\":[1,", "],\"o\":{\"s\":\"", "xyzw", "\",\"b\":", "true}}", "12345",
-                          ",", "\"}", "]}", ",\"o\":{"})
+    for (const char* t : {"{\"a\":[", "{\"a\":[1,", "],\"o\":{\"s\":\"", "xyzw", "\",\"b\":", "true}}",
+                          "12345", ",", "\"}", "]}", ",\"o\":{"})
         bytes.emplace_back(t);
     bytes.push_back("</s>");
     std::vector<bool> special(bytes.size(), false);

@@ -229,6 +229,31 @@ class Structured(unittest.TestCase):
             for call in c["message"]["tool_calls"]:
                 jsonschema.validate(json.loads(call["function"]["arguments"]), tools[0]["function"]["parameters"])
 
+    def test_small_max_tokens_still_closes(self):
+        """The budget rule: with max_tokens a little above the schema's shortest output (17 bytes for
+        044_geo_point, 118 for 017_flight_booking), the random model, which writes endless strings when left
+        alone, still finishes every output with finish "stop" and a valid document; in thinking mode too (the
+        thinking closed early enough for the answer to fit). Some outputs run into the budget."""
+        cases = [("044_geo_point", 24, False), ("044_geo_point", 40, True), ("017_flight_booking", 160, False)]
+        for name, max_tokens, thinking in cases:
+            schema = load("schemas", name + ".json")
+            used = []
+            for seed in SEEDS + [13, 14]:
+                with self.subTest(schema=name, max_tokens=max_tokens, thinking=thinking, seed=seed):
+                    r = self.post("/v1/chat/completions", {
+                        "messages": [{"role": "user", "content": "Answer."}], "seed": seed,
+                        "max_tokens": max_tokens, "temperature": 1.0,
+                        "chat_template_kwargs": {"thinking": thinking},
+                        "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": schema}}})
+                    self.assertEqual(r.status_code, 200, r.text)
+                    body = r.json()
+                    c = body["choices"][0]
+                    self.assertEqual(c["finish_reason"], "stop", c["message"])
+                    jsonschema.validate(json.loads(c["message"]["content"]), schema)
+                    used.append(body["usage"]["completion_tokens"])
+                    self.assertLessEqual(used[-1], max_tokens)
+            self.assertGreaterEqual(max(used), max_tokens - 4, f"{name}: no output ran into its budget ({used})")
+
     def test_auto_tool_calls_are_validated(self):
         """tool_choice auto: a call to an undeclared tool, or whose arguments break the schema, comes back as
         content text, not as a call; valid calls are kept (renumbered), also when streamed."""
