@@ -87,11 +87,51 @@ void LLMEngine::Impl::append_token(Sequence* seq, const SampleResult& s) {
     }
 }
 
-void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int64_t position) {
+// The tokens seq may still generate, the next one included (append_token's length checks): a constraint
+// keeps only tokens after which it can still end in time.
+int32_t LLMEngine::Impl::tokens_left(const Sequence* seq) const {
+    const int64_t left = std::min<int64_t>(seq->request->max_tokens - seq->num_output(),
+                                           config_.max_model_len - seq->num_tokens());
+    return static_cast<int32_t>(std::clamp<int64_t>(left, 1, LogitsConstraint::kNoBudget));
+}
+
+// Constrained rows are masked where they lie (the engine owns logits_, and a sampling row is read by its
+// own sequence only), with the batch's masks computed in parallel on the compute pool, idle between
+// forwards. The first row of an n > 1 request is left alone: its children sample from it too, each
+// through its own constraint (sample_row's copy).
+void LLMEngine::Impl::mask_constrained_rows(std::span<const LogitsRow> rows) {
+    row_masked_.assign(rows.size(), 0);
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const LogitsRow& lr = rows[i];
+        if (lr.sample && lr.seq->constraint && !lr.seq->is_finished() && lr.seq->request->children_started)
+            todo.push_back(i);
+    }
+    if (todo.empty()) return;
+    if (row_masks_.size() < todo.size()) row_masks_.resize(todo.size());
+    auto mask_rows = [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k) {
+            const size_t i = todo[static_cast<size_t>(k)];
+            std::span<float> row(logits_.data() + i * size_t(vocab_), size_t(vocab_));
+            mask_logits_in_place(*rows[i].seq->constraint, row, row_masks_[static_cast<size_t>(k)],
+                                 tokens_left(rows[i].seq));
+            row_masked_[i] = 1;
+        }
+    };
+    if (todo.size() > 1 && pool_ && pool_->num_threads() > 1)
+        pool_->parallel_for(static_cast<int64_t>(todo.size()), mask_rows);
+    else
+        mask_rows(0, static_cast<int64_t>(todo.size()));
+}
+
+void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int64_t position,
+                                 bool row_masked) {
     RequestState* r = seq->request;
     SampleInput in;
     in.logits = row;
-    if (seq->constraint) in.logits = apply_logits_constraint(*seq->constraint, row, constrained_row_, mask_);
+    if (seq->constraint && !row_masked)
+        in.logits = apply_logits_constraint(*seq->constraint, row, constrained_row_, mask_, nullptr,
+                                            tokens_left(seq));
     in.params = &r->request.params;
     in.prompt = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
     in.output = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
@@ -198,6 +238,7 @@ core::Result<std::vector<RequestOutput>> LLMEngine::Impl::step() {
             }
         } else {
             for (const ScheduledChunk& c : sched.chunks) scheduler_.on_computed(c.seq, c.num_tokens);
+            mask_constrained_rows(built.rows);
             for (size_t i = 0; i < built.rows.size(); ++i) {
                 const LogitsRow& lr = built.rows[i];
                 std::span<const float> row(logits_.data() + i * size_t(vocab_), size_t(vocab_));
@@ -208,7 +249,7 @@ core::Result<std::vector<RequestOutput>> LLMEngine::Impl::step() {
                     continue;
                 }
                 if (lr.seq->is_finished()) continue; // aborted meanwhile
-                sample_row(lr.seq, row, lr.position + 1);
+                sample_row(lr.seq, row, lr.position + 1, row_masked_[i] != 0);
                 if (!r->children_started && lr.seq->sample_index == 0)
                     start_children(r, row, lr.position + 1);
             }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/batch_builder.h"
 #include "engine/block_manager.h"
 #include "engine/engine.h"
 #include "engine/request_state.h"
@@ -55,7 +56,9 @@ public:
     std::vector<float> logits_;
     std::vector<float> constrained_row_; // a constrained sequence's masked logits row
     std::vector<uint32_t> mask_;
-    std::unique_ptr<core::ThreadPool> pool_; // persistent compute pool every forward runs on
+    std::vector<std::vector<uint32_t>> row_masks_; // per constrained row of a step (masked in parallel)
+    std::vector<uint8_t> row_masked_;              // per logits row: masked in place already
+    std::unique_ptr<core::ThreadPool> pool_;       // persistent compute pool every forward runs on
 
 private:
     void mark_changed(RequestState* r) {
@@ -72,7 +75,11 @@ private:
     }
     // Appends a sampled token and applies the stop rules.
     void append_token(Sequence* seq, const SampleResult& s);
-    void sample_row(Sequence* seq, std::span<const float> row, int64_t position);
+    // row_masked: the constraint's mask is applied to row already (mask_constrained_rows).
+    void sample_row(Sequence* seq, std::span<const float> row, int64_t position, bool row_masked = false);
+    // Masks the constrained sampling rows of logits_ in place, in parallel on the pool; sets row_masked_.
+    void mask_constrained_rows(std::span<const LogitsRow> rows);
+    int32_t tokens_left(const Sequence* seq) const;
     void start_children(RequestState* r, std::span<const float> row, int64_t position);
     std::vector<RequestOutput> collect_outputs();
 };

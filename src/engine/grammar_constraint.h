@@ -23,7 +23,17 @@ public:
     explicit GrammarConstraint(std::shared_ptr<structured::CompiledGrammar> grammar)
         : matcher_(std::move(grammar)) {}
 
-    void fill_mask(std::span<uint32_t> mask) const override { matcher_.fill_mask(mask); }
+    using LogitsConstraint::fill_mask;
+    void fill_mask(std::span<uint32_t> mask, int32_t tokens_left) const override {
+        matcher_.fill_mask(mask, tokens_left);
+    }
+    // Bytes bound tokens only with a vocabulary that has every byte as a token.
+    int32_t tokens_to_end() const override {
+        if (matcher_.is_terminated()) return 0;
+        const int32_t d = matcher_.distance_to_end();
+        if (!matcher_.budget_aware() || d >= structured::CompiledGrammar::kUnreachable) return kNoBudget;
+        return d + 1;
+    }
     int32_t mask_words() const override { return matcher_.vocab().mask_words(); }
     bool accept(int32_t token) override { return matcher_.accept_token(token); }
     bool rollback(int32_t n) override { return matcher_.rollback(n); }

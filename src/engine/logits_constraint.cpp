@@ -8,28 +8,34 @@ namespace deepinfer::engine {
 
 std::span<const float> apply_logits_constraint(const LogitsConstraint& constraint, std::span<const float> row,
                                                std::vector<float>& scratch, std::vector<uint32_t>& mask,
-                                               int64_t* allowed_out) {
-    mask.assign(static_cast<std::size_t>(constraint.mask_words()), 0u);
-    constraint.fill_mask(mask);
+                                               int64_t* allowed_out, int32_t tokens_left) {
+    mask.resize(static_cast<std::size_t>(constraint.mask_words())); // fill_mask writes every word
+    constraint.fill_mask(mask, tokens_left);
     constexpr float kOff = -std::numeric_limits<float>::infinity();
     scratch.resize(row.size());
     int64_t allowed = 0;
-    // Word by word: inside a free string nearly every word is all ones (a block copy), in structure nearly
-    // every word is zero (a block fill); only mixed words go bit by bit.
+    // By runs of equal words: inside a free string nearly every word is all ones (one block copy), in
+    // structure nearly every word is zero (one block fill); only mixed words go bit by bit.
     const std::size_t full_words = std::min(mask.size(), row.size() / 32);
-    for (std::size_t w = 0; w < full_words; ++w) {
+    const float* src = row.data();
+    float* dst = scratch.data();
+    for (std::size_t w = 0; w < full_words;) {
         const uint32_t bits = mask[w];
-        const float* src = row.data() + w * 32;
-        float* dst = scratch.data() + w * 32;
-        if (bits == ~0u) {
-            std::copy(src, src + 32, dst);
-            allowed += 32;
-        } else if (bits == 0) {
-            std::fill(dst, dst + 32, kOff);
-        } else {
-            for (int b = 0; b < 32; ++b) dst[b] = (bits >> b) & 1u ? src[b] : kOff;
-            allowed += std::popcount(bits);
+        if (bits == 0u || bits == ~0u) {
+            std::size_t e = w + 1;
+            while (e < full_words && mask[e] == bits) ++e;
+            if (bits == 0u) {
+                std::fill(dst + w * 32, dst + e * 32, kOff);
+            } else {
+                std::copy(src + w * 32, src + e * 32, dst + w * 32);
+                allowed += static_cast<int64_t>(e - w) * 32;
+            }
+            w = e;
+            continue;
         }
+        for (std::size_t b = 0; b < 32; ++b) dst[w * 32 + b] = (bits >> b) & 1u ? src[w * 32 + b] : kOff;
+        allowed += std::popcount(bits);
+        ++w;
     }
     for (std::size_t id = full_words * 32; id < row.size(); ++id) { // the tail (and ids past the mask)
         const std::size_t w = id / 32;
@@ -39,6 +45,39 @@ std::span<const float> apply_logits_constraint(const LogitsConstraint& constrain
     }
     if (allowed_out != nullptr) *allowed_out = allowed;
     return scratch;
+}
+
+int64_t mask_logits_in_place(const LogitsConstraint& constraint, std::span<float> row,
+                             std::vector<uint32_t>& mask, int32_t tokens_left) {
+    mask.resize(static_cast<std::size_t>(constraint.mask_words()));
+    constraint.fill_mask(mask, tokens_left);
+    constexpr float kOff = -std::numeric_limits<float>::infinity();
+    int64_t allowed = 0;
+    const std::size_t full_words = std::min(mask.size(), row.size() / 32);
+    float* l = row.data();
+    for (std::size_t w = 0; w < full_words;) {
+        const uint32_t bits = mask[w];
+        if (bits == 0u || bits == ~0u) {
+            std::size_t e = w + 1;
+            while (e < full_words && mask[e] == bits) ++e;
+            if (bits == 0u)
+                std::fill(l + w * 32, l + e * 32, kOff);
+            else
+                allowed += static_cast<int64_t>(e - w) * 32;
+            w = e;
+            continue;
+        }
+        for (uint32_t off = ~bits; off != 0; off &= off - 1) l[w * 32 + std::countr_zero(off)] = kOff;
+        allowed += std::popcount(bits);
+        ++w;
+    }
+    for (std::size_t id = full_words * 32; id < row.size(); ++id) {
+        const std::size_t w = id / 32;
+        const bool on = w < mask.size() && ((mask[w] >> (id % 32)) & 1u);
+        if (!on) row[id] = kOff;
+        allowed += on;
+    }
+    return allowed;
 }
 
 DeferredConstraint::DeferredConstraint(std::unique_ptr<LogitsConstraint> inner, int32_t trigger,
@@ -52,15 +91,25 @@ DeferredConstraint::DeferredConstraint(const DeferredConstraint& other)
       budget_(other.budget_), text_(other.text_), matched_(other.matched_), free_(other.free_),
       inner_accepted_(other.inner_accepted_), active_(other.active_) {}
 
-void DeferredConstraint::fill_mask(std::span<uint32_t> mask) const {
-    if (active_) return inner_->fill_mask(mask);
+int32_t DeferredConstraint::tokens_to_end() const {
+    if (active_) return inner_->tokens_to_end();
+    const int32_t inner = inner_->tokens_to_end();
+    return inner >= kNoBudget ? kNoBudget : inner + 1; // the trigger first
+}
+
+void DeferredConstraint::fill_mask(std::span<uint32_t> mask, int32_t tokens_left) const {
+    if (active_) return inner_->fill_mask(mask, tokens_left);
     auto set = [&](int32_t id, bool on) {
         const auto w = static_cast<std::size_t>(id) / 32;
         if (id < 0 || w >= mask.size()) return;
         const uint32_t bit = 1u << (static_cast<uint32_t>(id) % 32);
         mask[w] = on ? (mask[w] | bit) : (mask[w] & ~bit);
     };
-    if (budget_ >= 0 && free_ >= budget_) {
+    // One more free token must leave room for the trigger and the inner constraint's shortest ending.
+    const int32_t inner_end = inner_->tokens_to_end();
+    const bool no_room =
+        inner_end < kNoBudget && static_cast<int64_t>(tokens_left) - 1 < 1 + int64_t{inner_end};
+    if ((budget_ >= 0 && free_ >= budget_) || no_room) {
         std::fill(mask.begin(), mask.end(), 0u);
         set(trigger_, true);
         return;

@@ -19,10 +19,18 @@ namespace deepinfer::engine {
 
 class LogitsConstraint {
 public:
+    static constexpr int32_t kNoBudget = INT32_MAX;
+
     virtual ~LogitsConstraint() = default;
     // Allowed next tokens: bit (id % 32) of mask[id / 32] set = allowed. mask has mask_words() words;
-    // ids past it are not allowed.
-    virtual void fill_mask(std::span<uint32_t> mask) const = 0;
+    // ids past it are not allowed. tokens_left: how many tokens the sequence may still generate, this one
+    // and the end token included (max_tokens and the context both count); a constraint that can, keeps
+    // only tokens after which it can still end in time, so the output ends complete, not cut.
+    virtual void fill_mask(std::span<uint32_t> mask, int32_t tokens_left) const = 0;
+    void fill_mask(std::span<uint32_t> mask) const { fill_mask(mask, kNoBudget); }
+    // An upper bound on the tokens still needed to end, the end token included (0: ended); kNoBudget
+    // when the constraint cannot bound it.
+    virtual int32_t tokens_to_end() const = 0;
     virtual int32_t mask_words() const = 0;
     // Advances past an appended token; false if it was not allowed (the state is then unchanged).
     virtual bool accept(int32_t token) = 0;
@@ -51,6 +59,8 @@ struct TriggerText {
 // end tokens) are not allowed, so a constrained answer always follows; after `budget` free tokens (< 0:
 // unlimited) only `trigger` is allowed, so a request whose budget is below max_tokens cannot end inside
 // its thinking with no answer. The server sets budget = max_tokens / 2 (docs/structured-outputs.md).
+// With tokens_left known, the trigger is also forced as soon as one more free token would leave too few
+// tokens for the trigger and the inner constraint's shortest ending.
 class DeferredConstraint final : public LogitsConstraint {
 public:
     // `text` (optional): tokens that spell the trigger's text are not allowed while thinking.
@@ -58,7 +68,9 @@ public:
                        int32_t budget, std::shared_ptr<const TriggerText> text = nullptr);
     DeferredConstraint(const DeferredConstraint& other);
 
-    void fill_mask(std::span<uint32_t> mask) const override;
+    using LogitsConstraint::fill_mask;
+    void fill_mask(std::span<uint32_t> mask, int32_t tokens_left) const override;
+    int32_t tokens_to_end() const override;
     int32_t mask_words() const override { return inner_->mask_words(); }
     bool accept(int32_t token) override;
     bool rollback(int32_t n) override;
@@ -82,9 +94,16 @@ private:
 };
 
 // Masks one logits row: returns the row with every disallowed token at -inf (a view of `scratch`).
-// `allowed_out` (optional) receives how many tokens stayed allowed.
+// `allowed_out` (optional) receives how many tokens stayed allowed; tokens_left as in fill_mask.
 std::span<const float> apply_logits_constraint(const LogitsConstraint& constraint, std::span<const float> row,
                                                std::vector<float>& scratch, std::vector<uint32_t>& mask,
-                                               int64_t* allowed_out = nullptr);
+                                               int64_t* allowed_out = nullptr,
+                                               int32_t tokens_left = LogitsConstraint::kNoBudget);
+
+// Masks one logits row in place (disallowed -> -inf): writes only what changes, so a row where nearly
+// everything is allowed (inside a free string) costs a scan of the mask, not a copy of the row. For rows
+// the engine owns and reads only for this sequence. Returns how many tokens stayed allowed.
+int64_t mask_logits_in_place(const LogitsConstraint& constraint, std::span<float> row,
+                             std::vector<uint32_t>& mask, int32_t tokens_left = LogitsConstraint::kNoBudget);
 
 } // namespace deepinfer::engine

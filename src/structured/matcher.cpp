@@ -33,12 +33,16 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
     return true;
 }
 
-void GrammarMatcher::fill_mask(std::span<uint32_t> mask) const {
+void GrammarMatcher::fill_mask(std::span<uint32_t> mask, int32_t tokens_left) const {
     if (terminated_) {
         std::fill(mask.begin(), mask.end(), 0u);
         return;
     }
-    grammar_->fill_mask(states_.back(), mask);
+    grammar_->fill_mask(states_.back(), mask, tokens_left);
+}
+
+int32_t GrammarMatcher::distance_to_end() const {
+    return terminated_ ? 0 : grammar_->distance(states_.back());
 }
 
 bool GrammarMatcher::is_accepting() const {

@@ -28,13 +28,19 @@ public:
     // Forced text (e.g. a prefix the server inserts); false (unchanged) if the grammar rejects it.
     bool accept_bytes(std::string_view bytes);
     // mask: [vocab().mask_words()]; bit id set = token id allowed. A terminated matcher allows nothing.
-    void fill_mask(std::span<uint32_t> mask) const;
+    // tokens_left: the tokens the output may still have, the end token included; when it is tight only
+    // tokens after which the grammar can still end in time are allowed (CompiledGrammar::fill_mask).
+    void fill_mask(std::span<uint32_t> mask, int32_t tokens_left = CompiledGrammar::kNoBudget) const;
+    // The fewest bytes (with a vocabulary that has every byte: at most that many tokens) before the
+    // grammar may end; 0 when it may end now or has ended, CompiledGrammar::kUnreachable if it never can.
+    int32_t distance_to_end() const;
     bool is_accepting() const; // the output so far is a complete sentence (end tokens allowed)
     bool is_terminated() const { return terminated_; }
     // Undoes the last n accepted tokens (or accept_bytes calls); false if fewer were accepted.
     bool rollback(int32_t n);
     int32_t num_accepted() const { return static_cast<int32_t>(states_.size()) - 1; }
     const TokenVocabulary& vocab() const { return grammar_->vocab(); }
+    bool budget_aware() const { return grammar_->budget_aware(); }
 
 private:
     std::shared_ptr<CompiledGrammar> grammar_;

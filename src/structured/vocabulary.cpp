@@ -11,8 +11,13 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, std::vect
     special_.resize(bytes_.size(), false);
     std::erase_if(end_ids_, [&](int32_t id) { return id < 0 || id >= size(); });
     std::vector<int32_t> ids;
+    std::vector<bool> single(256, false);
     for (int32_t id = 0; id < size(); ++id)
-        if (!special_[id] && !is_end(id) && !bytes_[id].empty()) ids.push_back(id);
+        if (!special_[id] && !is_end(id) && !bytes_[id].empty()) {
+            ids.push_back(id);
+            if (bytes_[id].size() == 1) single[static_cast<uint8_t>(bytes_[id][0])] = true;
+        }
+    has_all_bytes_ = std::all_of(single.begin(), single.end(), [](bool b) { return b; });
     std::sort(ids.begin(), ids.end(),
               [&](int32_t a, int32_t b) { return bytes_[a] != bytes_[b] ? bytes_[a] < bytes_[b] : a < b; });
     Trie& t = trie_;

@@ -25,6 +25,10 @@ public:
     bool is_special(int32_t id) const { return special_[id]; }
     bool is_end(int32_t id) const;
     const std::vector<int32_t>& end_ids() const { return end_ids_; }
+    // Every byte 0..255 is an ordinary one-byte token, so any text can be written in at most as many
+    // tokens as it has bytes: a grammar's distance in bytes bounds its distance in tokens (the budget
+    // rule of CompiledGrammar::fill_mask relies on it). Byte-level BPE vocabularies have this.
+    bool has_all_bytes() const { return has_all_bytes_; }
 
     // Flattened trie: node i holds byte byte_[i] at depth depth_[i] (1 = first byte); its subtree ends
     // before skip_[i]; the tokens spelled by the path to i are tok_ids_[tok_begin_[i] .. tok_begin_[i+1]).
@@ -43,6 +47,7 @@ private:
     std::vector<bool> special_;
     std::vector<int32_t> end_ids_;
     Trie trie_;
+    bool has_all_bytes_ = false;
 };
 
 } // namespace deepinfer::structured

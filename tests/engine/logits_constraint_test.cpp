@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "engine/engine.h"
 #include "engine/grammar_constraint.h"
@@ -237,6 +238,118 @@ TEST(LogitsConstraint, DeferredRefusesTokensSpellingTheTrigger) {
     ASSERT_TRUE(d.accept(6));
     EXPECT_TRUE(d.active());
     EXPECT_TRUE(d.accept(5));
+}
+
+} // namespace
+} // namespace deepinfer::engine::testing
+
+namespace deepinfer::engine::testing {
+namespace {
+
+// Token 0 is EOS, 1..256 the 256 bytes, then a few longer tokens: every byte is a token, so the budget
+// rule applies.
+std::shared_ptr<const structured::TokenVocabulary> byte_complete_vocab(int64_t* size) {
+    std::vector<std::string> bytes{"<eos>"};
+    for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+    for (const char* t : {"{\"id\":", "\"tags\":[", "\",\"", "abc", "[{", "}]}"}) bytes.emplace_back(t);
+    std::vector<bool> special(bytes.size(), false);
+    special[0] = true;
+    *size = static_cast<int64_t>(bytes.size());
+    return std::make_shared<structured::TokenVocabulary>(bytes, special, std::vector<int32_t>{0});
+}
+
+// Budget-aware completion: random logits write endless strings, yet with max_tokens barely above the
+// schema's shortest output every completion closes in time (finish stop, a whole sentence), in thinking
+// mode too (the trigger forced early enough for the answer to fit).
+TEST(LogitsConstraint, TinyMaxTokensForcesClosure) {
+    int64_t n_vocab = 0;
+    auto vocab = byte_complete_vocab(&n_vocab);
+    auto schema = make_grammar_constraint(GrammarKind::kJsonSchema, R"({"type":"object","properties":{
+        "id":{"type":"string"},"tags":{"type":"array","items":{"type":"object",
+        "properties":{"k":{"type":"string"},"v":{"type":"integer"}},"required":["k","v"]}}},
+        "required":["id","tags"],"additionalProperties":false})",
+                                          vocab);
+    ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+    const int32_t shortest = (*schema)->tokens_to_end(); // {"id":"","tags":[]} + EOS
+    ASSERT_EQ(shortest, 20);
+    const int32_t trigger = static_cast<int32_t>(n_vocab) - 1; // "}]}" plays </think>
+    auto thinking = std::make_shared<DeferredConstraint>((*schema)->clone(), trigger, std::vector<int32_t>{0},
+                                                         /*budget=*/1000);
+
+    EngineConfig c;
+    c.block_size = 16;
+    c.num_kv_blocks = 64;
+    c.max_num_seqs = 8;
+    c.max_num_batched_tokens = 256;
+    FakeModel model(n_vocab);
+    auto engine = LLMEngine::create(&model, c);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    std::vector<Request> reqs = mixed_workload(24, 40, 1, n_vocab, 5);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        Request& r = reqs[i];
+        const bool think = i % 3 == 2;
+        r.params.max_tokens = shortest + static_cast<int32_t>(i % 8) * 4 + (think ? 12 : 0);
+        r.params.constraint = think ? std::shared_ptr<const LogitsConstraint>(thinking) : *schema;
+        r.params.temperature = 1.0f;
+        r.params.seed = i;
+    }
+    RunResult res = run_engine(**engine, reqs);
+    ASSERT_TRUE(res.ok);
+    int at_limit = 0, thought = 0;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        const auto& out = res.tokens.at(reqs[i].id).at(0);
+        SCOPED_TRACE(reqs[i].id + ": " + text_of(out, *vocab));
+        EXPECT_EQ(res.finish.at(reqs[i].id)[0], "stop");
+        EXPECT_LE(static_cast<int64_t>(out.size()), reqs[i].params.max_tokens);
+        at_limit += static_cast<int64_t>(out.size()) == reqs[i].params.max_tokens;
+        auto begin = out.begin();
+        if (i % 3 == 2) {
+            begin = std::find(out.begin(), out.end(), trigger);
+            ASSERT_NE(begin, out.end()) << "no trigger";
+            thought += begin != out.begin();
+            ++begin;
+        }
+        auto check = (*schema)->clone();
+        for (auto it = begin; it != out.end(); ++it) EXPECT_TRUE(check->accept(*it)) << *it;
+        EXPECT_TRUE(check->is_terminated());
+    }
+    EXPECT_GT(at_limit, 0) << "no completion used its whole budget: random strings were meant to run long";
+    EXPECT_GT(thought, 0);
+}
+
+// Masking in place (what the engine does with its own logits rows) gives the row apply_logits_constraint
+// builds in a copy, with the same allowed count, along a sampled output and under tight budgets.
+TEST(LogitsConstraint, InPlaceMaskMatchesTheCopy) {
+    int64_t n_vocab = 0;
+    auto vocab = byte_complete_vocab(&n_vocab);
+    auto c = make_grammar_constraint(GrammarKind::kJsonSchema,
+                                     R"({"type":"object","properties":{"s":{"type":"string"},
+                                         "n":{"type":"array","items":{"type":"number"}}},"required":["s","n"]})",
+                                     vocab);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    auto seq = (*c)->clone();
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+    std::vector<float> scratch;
+    std::vector<uint32_t> mask_a, mask_b;
+    int steps = 0;
+    for (int32_t left = 60; left > 0 && !seq->is_terminated(); --left, ++steps) {
+        std::vector<float> row(static_cast<size_t>(n_vocab));
+        for (float& v : row) v = u(rng);
+        int64_t allowed_copy = 0;
+        auto copy = apply_logits_constraint(*seq, row, scratch, mask_a, &allowed_copy, left);
+        std::vector<float> expected(copy.begin(), copy.end());
+        const int64_t allowed = mask_logits_in_place(*seq, row, mask_b, left);
+        ASSERT_EQ(allowed, allowed_copy);
+        ASSERT_GT(allowed, 0);
+        ASSERT_EQ(row, expected);
+        std::vector<int32_t> ok;
+        for (int32_t t = 0; t < n_vocab; ++t)
+            if (!std::isinf(row[t])) ok.push_back(t);
+        ASSERT_TRUE(seq->accept(ok[rng() % ok.size()]));
+    }
+    EXPECT_TRUE(seq->is_terminated()) << "60 tokens are enough for this schema under the budget";
+    EXPECT_GT(steps, 10);
 }
 
 } // namespace

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "server", "py"))
 
 import requests  # noqa: E402
 
+import common  # noqa: E402
 from common import Server  # noqa: E402
 
 SCHEMA = os.path.join(ROOT, "tests", "structured", "data", "schemas", "017_flight_booking.json")
@@ -58,6 +59,7 @@ def main():
         subprocess.run([args.bin, "make-synthetic", "--preset", "tiny-text", "--out", args.model], check=True,
                        stdout=subprocess.DEVNULL)
     os.environ["DEEPINFER_BIN"] = args.bin
+    common.BIN = args.bin  # common reads DEEPINFER_BIN when imported, before --bin is known
     os.environ.setdefault("DEEPINFER_TOKENIZER",
                           os.path.join(ROOT, "data", "tokenizer", "deepseek-v4", "tokenizer.json"))
     with open(SCHEMA) as f:
