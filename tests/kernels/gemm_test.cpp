@@ -146,5 +146,67 @@ TEST(GemmInt8, Fp8GemmMatchesItsScalarEmulation) {
     }
 }
 
+// FP4 e2m1 (group 32): 2 x e2m1 is an exact int8, so the fast GEMM is the exact weights times the int8
+// activations. Scales within 2^3 per 128 columns take the folded one-sum kernel, wider ones the per-group
+// kernel; both against the same double-precision emulation.
+TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
+    if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512))
+        GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
+    core::ThreadPool pool(2);
+    std::mt19937 rng(22);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    struct Case {
+        int64_t rows, cols, n;
+        int lo_scale, hi_scale;
+    };
+    for (const Case& c : {Case{50, 256, 17, 120, 123}, Case{97, 512, 100, 119, 122},
+                          Case{13, 128, 9, 110, 130}, Case{61, 384, 64, 100, 140}, Case{48, 256, 33, 0, 3}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n) +
+                     " scales " + std::to_string(c.lo_scale) + ".." + std::to_string(c.hi_scale));
+        std::uniform_int_distribution<int> sc(c.lo_scale, c.hi_scale);
+        std::vector<uint8_t> data(c.rows * c.cols / 2), scale(c.rows * c.cols / 32);
+        for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
+        for (uint8_t& b : scale) b = static_cast<uint8_t>(sc(rng));
+        core::Weight w;
+        w.format = core::WeightFormat::kFp4Group;
+        w.rows = c.rows;
+        w.cols = c.cols;
+        w.block_rows = 1;
+        w.block_cols = 32;
+        w.data = data.data();
+        w.scale = scale.data();
+        const int64_t ldx = c.cols + 1, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> y(c.n * ldy, -7.0f);
+        MatmulArgs a{x.data(), c.n, ldx, &w, r0, r1, y.data(), ldy, &pool, Numerics::kFast};
+        cpu::matmul_isa(a, cpu::Isa::kAvx512);
+        double num = 0.0, den = 0.0;
+        int64_t past = 0;
+        for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t r = r0; r < r1; ++r) {
+                double want = 0.0;
+                for (int64_t kb = 0; kb < c.cols / 128; ++kb) {
+                    const float* xb = x.data() + i * ldx + kb * 128;
+                    float amax = 0.0f;
+                    for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
+                    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+                    double sum = 0.0;
+                    for (int k = 0; k < 128; ++k)
+                        sum += std::nearbyint(xb[k] * inv) * static_cast<double>(w.at(r, kb * 128 + k));
+                    want += sum * (amax / 127.0f);
+                }
+                const double d = y[i * ldy + r - r0] - want;
+                num += d * d;
+                den += want * want;
+            }
+            for (int64_t r = out; r < ldy; ++r) past += y[i * ldy + r] != -7.0f;
+        }
+        EXPECT_LT(num / den, 1e-11);
+        EXPECT_EQ(past, 0);
+    }
+}
+
 } // namespace
 } // namespace deepinfer::kernels

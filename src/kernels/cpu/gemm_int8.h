@@ -16,8 +16,13 @@ namespace deepinfer::kernels::cpu::detail {
 // step chosen from the largest magnitude (the top four binades exact, smaller codes rounded to nearest
 // even: the weights' only rounding), by a 128-entry byte table (vpermi2b, AVX-512 VBMI), then one int32 sum
 // per (row, token, 128 columns) through vpdpbusd. Needs AVX-512 VNNI and VBMI.
+// FP4 e2m1 weights in 32-column groups (cols % 128 == 0): 2 x e2m1 is an exact int8; where a row's four
+// group scales in a 128-column block lie within 2^3 of each other they are folded into the int8 (shifts,
+// still exact) and the block runs the same one-sum-per-128-columns microkernel as FP8, else one sum per
+// group.
 struct GemmQTable {
     GemmQFn fp8 = nullptr;
+    GemmQFn fp4 = nullptr;
 };
 GemmQTable avx512_vnni_gemm_table();
 

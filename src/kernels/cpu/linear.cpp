@@ -275,8 +275,13 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         return;
     }
     if (fast_fits(a, isa)) {
+        // The GEMM of gemm_int8.h where the CPU has VBMI, else linear_avx512_vnni.cpp's (VNNI only).
+        static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
         static const detail::Int8Table q = detail::avx512_vnni_table();
-        a.n <= kGemvMaxTokens ? gemv_int8(a, pool, serial) : matmul_int8(a, pool, serial, q.gemm);
+        if (a.n <= kGemvMaxTokens)
+            gemv_int8(a, pool, serial);
+        else
+            matmul_int8(a, pool, serial, fp8_int8_supported() ? g.fp4 : q.gemm);
         return;
     }
 
