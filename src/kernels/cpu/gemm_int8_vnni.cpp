@@ -70,6 +70,10 @@ inline uint8_t max_epu8(__m512i v) {
 void decode_fp8_block(const core::Weight& w, const Fp8Tables& t, int64_t r, int64_t kb, int64_t m,
                       const Panel& p) {
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * w.cols + kb * kQBlock;
+    if ((kb + 1) * kQBlock < w.cols) { // this row's next block, needed after one block of compute
+        _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + 64), _MM_HINT_T0);
+    }
     const __m512i b0 = _mm512_loadu_si512(src), b1 = _mm512_loadu_si512(src + 64);
     const __m512i mask = _mm512_set1_epi8(0x7f);
     const __m512i m0 = _mm512_and_si512(b0, mask), m1 = _mm512_and_si512(b1, mask);
@@ -100,25 +104,29 @@ void decode_fp8_block(const core::Weight& w, const Fp8Tables& t, int64_t r, int6
 bool decode_fp4_block(const core::Weight& w, int64_t r, int64_t kb, int64_t m, const Panel& p) {
     const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * (w.cols / 2) + kb * (kQBlock / 2);
     const uint8_t* srow = w.scale + r * (w.cols / 32) + kb * 4; // cols % 128 == 0
+    if ((kb + 1) * kQBlock < w.cols)
+        _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock / 2), _MM_HINT_T0);
     uint8_t lo_s = srow[0], hi_s = srow[0];
     for (int g = 1; g < 4; ++g) {
         lo_s = srow[g] < lo_s ? srow[g] : lo_s;
         hi_s = srow[g] > hi_s ? srow[g] : hi_s;
     }
     const bool fold = hi_s - lo_s <= 3 && lo_s != 0 && hi_s != 255;
-    alignas(64) int64_t sel[8];
-    for (int g = 0; g < 4; ++g) {
-        const int d = fold ? srow[g] - lo_s : 0;
-        sel[2 * g] = 2 * d;
-        sel[2 * g + 1] = 2 * d + 1;
-    }
     // The 16-entry table of 2 x e2m1 shifted left by 0..3, one per 128-bit lane; each group's lane picked.
     const __m512i tables = _mm512_setr_epi32(
         0x03020100, 0x0c080604, static_cast<int>(0xfdfeff00u), static_cast<int>(0xf4f8fafcu), 0x06040200,
         0x18100c08, static_cast<int>(0xfafcfe00u), static_cast<int>(0xe8f0f4f8u), 0x0c080400, 0x30201810,
         static_cast<int>(0xf4f8fc00u), static_cast<int>(0xd0e0e8f0u), 0x18100800, 0x60403020,
         static_cast<int>(0xe8f0f800u), static_cast<int>(0xa0c0d0e0u));
-    const __m512i table = _mm512_permutexvar_epi64(_mm512_load_si512(sel), tables);
+    // qword 2g, 2g + 1 of the index: 2 d_g, 2 d_g + 1 (d_g = s_g - lo_s when folding, else 0), built in
+    // registers (a vector load of scalar stores stalls on store forwarding).
+    int32_t s4;
+    __builtin_memcpy(&s4, srow, 4);
+    const __m128i pairs = _mm_unpacklo_epi8(_mm_cvtsi32_si128(s4), _mm_cvtsi32_si128(s4));
+    const __m512i d = fold ? _mm512_sub_epi64(_mm512_cvtepu8_epi64(pairs), _mm512_set1_epi64(lo_s))
+                           : _mm512_setzero_si512();
+    const __m512i sel = _mm512_add_epi64(_mm512_slli_epi64(d, 1), _mm512_setr_epi64(0, 1, 0, 1, 0, 1, 0, 1));
+    const __m512i table = _mm512_permutexvar_epi64(sel, tables);
     const __m512i b = _mm512_loadu_si512(src), low = _mm512_set1_epi8(0x0f);
     const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
     const __m512i qo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
