@@ -146,6 +146,13 @@ void check_case(const FormatCase& fc, int64_t rows, int64_t cols, int64_t n, cor
             fc.format == F::kFp4Group && fc.bc == 32 && cols % 128 == 0) {
             EXPECT_GT(e, 1e-8) << "fast numerics did not take the int8 path";
         }
+        // The int8 GEMM for FP8 blocks of whole 128-column activation blocks (gemm_int8.h); from 40 tokens
+        // where the CPU has AVX-512 BF16 (whose GEMV takes fewer).
+        if (num == Numerics::kFast && isa == Isa::kAvx512 && cpu::fp8_int8_supported() &&
+            fc.format == F::kFp8Block && fc.bc % 128 == 0 && cols % 128 == 0 &&
+            n > (cpu::bf16_supported() ? 39 : cpu::kGemvMaxTokens)) {
+            EXPECT_GT(e, 1e-8) << "fast numerics did not take the FP8 int8 GEMM";
+        }
         // Likewise the BF16-activation path for BF16 / FP8 weights (whole 32-column pairs).
         const bool fp8_bf16 =
             fc.format == F::kFp8Block && fc.bc % 32 == 0 && fc.lo_scale >= 60 && fc.hi_scale <= 134;

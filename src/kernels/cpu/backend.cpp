@@ -130,7 +130,7 @@ void CpuBackend::run_moe_routing(const MoeRoutingParams& p) {
 void CpuBackend::run_moe_experts(const MoeExpertsParams& p) {
     const LinearHook hook{
         [](void* self, const MatmulArgs& a) { static_cast<CpuBackend*>(self)->run_linear(a); }, this};
-    cpu::moe_experts(p, hook, workspace());
+    cpu::moe_experts(p, hook, workspace(), pool_);
 }
 
 } // namespace deepinfer::kernels::cpu

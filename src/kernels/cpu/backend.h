@@ -46,7 +46,10 @@ struct LinearHook {
     void* ctx;
     void operator()(const MatmulArgs& a) const { fn(ctx, a); }
 };
-void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws);
+// The element-wise parts (gather, SwiGLU, weighted scatter) run over `pool` when there is enough work; the
+// results are bit-identical to a serial run (each element computed the same way, each output row by one
+// thread).
+void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws, core::ThreadPool* pool);
 // y = x W^T on `pool` (the matmul entry point, with the pool when MatmulArgs carries one).
 void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
 

@@ -40,6 +40,9 @@ bool parse_numerics(std::string_view name, Numerics* numerics);
 // Whether this CPU has the int8 kernels kFast uses (AVX-512 VNNI); without them kFast computes exactly.
 bool int8_supported();
 bool bf16_supported(); // AVX-512 BF16 (vdpbf16ps): Numerics::kFast for BF16 weights
+// AVX-512 VNNI + VBMI: Numerics::kFast runs FP8-block weights (128-column blocks) and FP4 weights through the
+// int8 GEMMs of gemm_int8.h at GEMM token counts (FP4 without VBMI: linear_avx512_vnni.cpp's GEMM).
+bool fp8_int8_supported();
 
 // Token counts up to this use the GEMV kernels (weights decoded in registers, streamed once per 4 tokens);
 // larger ones the blocked GEMM (weights dequantized once per panel, reused by every token).

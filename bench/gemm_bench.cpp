@@ -1,0 +1,184 @@
+// The prefill / batched GEMMs on one core, timed in thread CPU time (CLOCK_THREAD_CPUTIME_ID), so time
+// slices lost to other processes on a shared machine do not count (their cache pollution still does).
+// Weights: a rotating set of 16 matrices of rows x cols (64 MiB of FP4, 128 MiB of FP8), larger than the
+// last-level cache, as the experts of a MoE layer are. Per token count: exact (F32 GEMM) and fast (int8
+// VNNI) for FP8 128x128 blocks and FP4 group 32, and for FP4 the previous int8 GEMM
+// (linear_avx512_vnni.cpp's, kept for CPUs without VBMI), as GOP/s per core and as a fraction of the
+// single-core FP32 FMA / int8 VNNI peaks measured in the same run, in the same thread CPU time (12
+// independent register-resident chains, as `deepinfer bench`'s probe).
+//
+//   gemm_bench [--rows 2048] [--cols 4096] [--reps 3] [--tokens 16,24,32,64,128,512]
+
+#include <immintrin.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "core/weight.h"
+#include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_kernels.h"
+
+namespace {
+
+using namespace deepinfer;
+using namespace deepinfer::kernels;
+
+double thread_seconds() {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct WeightSet {
+    std::vector<uint8_t> data, scale;
+    std::vector<core::Weight> w;
+};
+
+WeightSet make_set(core::WeightFormat f, int64_t rows, int64_t cols, int count, std::mt19937* rng) {
+    WeightSet s;
+    const bool fp4 = f == core::WeightFormat::kFp4Group;
+    const int64_t bytes = fp4 ? rows * cols / 2 : rows * cols;
+    const int64_t scales = fp4 ? rows * cols / 32 : ((rows + 127) / 128) * ((cols + 127) / 128);
+    s.data.resize(count * bytes);
+    s.scale.resize(count * scales);
+    for (uint8_t& b : s.data) {
+        b = static_cast<uint8_t>((*rng)() & 0xff);
+        if (!fp4 && (b & 0x7f) == 0x7f) b ^= 1; // e4m3 NaN codes are not weights
+    }
+    // Group scales of Gaussian-like weights: within a few binades of each other.
+    for (uint8_t& b : s.scale) b = static_cast<uint8_t>(119 + (*rng)() % 3);
+    for (int i = 0; i < count; ++i) {
+        core::Weight w;
+        w.format = f;
+        w.rows = rows;
+        w.cols = cols;
+        w.block_rows = fp4 ? 1 : 128;
+        w.block_cols = fp4 ? 32 : 128;
+        w.data = s.data.data() + i * bytes;
+        w.scale = s.scale.data() + i * scales;
+        s.w.push_back(w);
+    }
+    return s;
+}
+
+// Peak rates of one core in thread CPU time: 12 independent chains of zmm FMA / vpdpbusd.
+__attribute__((target("avx512f"))) double fma_peak() {
+    __m512 a[12];
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(1.0f + 1e-7f * static_cast<float>(i));
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    const int64_t iters = 20000000;
+    const double t0 = thread_seconds();
+    for (int64_t k = 0; k < iters; ++k)
+        for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    const double t = thread_seconds() - t0;
+    float sink = 0.0f;
+    for (int i = 0; i < 12; ++i) sink += _mm512_reduce_add_ps(a[i]);
+    if (sink == 12345.0f) std::printf(" ");
+    return 2.0 * 16 * 12 * static_cast<double>(iters) / t * 1e-9;
+}
+
+__attribute__((target("avx512f,avx512vnni"))) double vnni_peak() {
+    __m512i a[12];
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_epi32(i);
+    const __m512i x = _mm512_set1_epi8(3), w = _mm512_set1_epi8(-2);
+    const int64_t iters = 20000000;
+    const double t0 = thread_seconds();
+    for (int64_t k = 0; k < iters; ++k)
+        for (int i = 0; i < 12; ++i) a[i] = _mm512_dpbusd_epi32(a[i], x, w);
+    const double t = thread_seconds() - t0;
+    int64_t sink = 0;
+    for (int i = 0; i < 12; ++i) sink += _mm512_reduce_add_epi32(a[i]);
+    if (sink == 12345) std::printf(" ");
+    return 2.0 * 64 * 12 * static_cast<double>(iters) / t * 1e-9;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    int64_t rows = 2048, cols = 4096, reps = 3;
+    std::vector<int64_t> tokens = {16, 24, 32, 64, 128, 512};
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string k = argv[i];
+        if (k == "--rows") {
+            rows = std::atoll(argv[i + 1]);
+        } else if (k == "--cols") {
+            cols = std::atoll(argv[i + 1]);
+        } else if (k == "--reps") {
+            reps = std::atoll(argv[i + 1]);
+        } else if (k == "--tokens") {
+            tokens.clear();
+            for (const char* p = argv[i + 1]; *p != '\0';) {
+                tokens.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
+                if (*p == ',') ++p;
+            }
+        } else {
+            std::fprintf(stderr, "gemm_bench: unknown flag %s\n", k.c_str());
+            return 2;
+        }
+    }
+    if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512) || cols % 128 != 0) {
+        std::fprintf(stderr, "gemm_bench: needs AVX-512 VNNI + VBMI and cols %% 128 == 0\n");
+        return 2;
+    }
+    core::ThreadPool one(1);
+    const double fma1 = fma_peak(), vnni1 = vnni_peak();
+    std::printf(
+        "one core, thread CPU time: FP32 FMA %.1f GFLOP/s, int8 VNNI %.1f GOP/s; %lld x %lld weights\n", fma1,
+        vnni1, static_cast<long long>(rows), static_cast<long long>(cols));
+    std::mt19937 rng(1);
+    const int count = 16;
+    const WeightSet fp8 = make_set(core::WeightFormat::kFp8Block, rows, cols, count, &rng);
+    const WeightSet fp4 = make_set(core::WeightFormat::kFp4Group, rows, cols, count, &rng);
+    const cpu::detail::Int8Table old = cpu::detail::avx512_vnni_table();
+    std::printf("%-6s %-16s %5s %10s %10s %8s\n", "format", "kernel", "n", "ms/matrix", "GOP/s", "%peak");
+    for (int64_t n : tokens) {
+        std::vector<float> x(n * cols), y(n * rows);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (float& v : x) v = nd(rng);
+        const int64_t n_pad = (n + 15) / 16 * 16;
+        std::vector<float> buf(cols * n_pad / 4 + cols / 128 * n_pad);
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
+        auto report = [&](const char* fmt, const char* kernel, double peak, auto&& one_matrix) {
+            double best = 1e30;
+            for (int64_t r = 0; r < reps; ++r) {
+                const double t0 = thread_seconds();
+                for (int i = 0; i < count; ++i) one_matrix(i);
+                best = std::min(best, (thread_seconds() - t0) / count);
+            }
+            const double gop = 2.0 * static_cast<double>(n * rows * cols) / best * 1e-9;
+            std::printf("%-6s %-16s %5lld %10.3f %10.1f %7.1f%%\n", fmt, kernel, static_cast<long long>(n),
+                        best * 1e3, gop, 100.0 * gop / peak);
+        };
+        for (const WeightSet* s : {&fp8, &fp4}) {
+            const bool is4 = s == &fp4;
+            const char* fmt = is4 ? "fp4" : "fp8";
+            for (Numerics num : {Numerics::kExact, Numerics::kFast}) {
+                report(fmt, num == Numerics::kFast ? "fast (dispatch)" : "exact (dispatch)",
+                       num == Numerics::kFast ? vnni1 : fma1, [&](int i) {
+                           const MatmulArgs a{x.data(), n,        cols, &s->w[i], 0,
+                                              rows,     y.data(), rows, &one,     num};
+                           cpu::matmul_isa(a, cpu::Isa::kAvx512);
+                       });
+            }
+            if (is4) {
+                report(fmt, "fast, old GEMM", vnni1, [&](int i) {
+                    const MatmulArgs a{x.data(), n,        cols, &s->w[i], 0,
+                                       rows,     y.data(), rows, &one,     Numerics::kFast};
+                    auto* xq = reinterpret_cast<uint8_t*>(buf.data());
+                    float* xs = buf.data() + cols * n_pad / 4;
+                    old.quantize(a, 0, n_pad, n_pad, xq, xs);
+                    old.gemm(a, 0, rows, xq, xs, n_pad, scratch.data());
+                });
+            }
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,35 @@
+#pragma once
+// Internal: int8 VNNI GEMMs for Numerics::kFast beyond FP4 (docs/kernels.md, "fast, prefill"). They take
+// the activations linear.cpp's int8 path already quantizes (Int8Table::quantize: xq [cols / 4, n_pad, 4] as
+// u8 = int8 + 128, xs [cols / kQBlock, n_pad] scales) and write output rows [r0, r1) (relative to
+// a.row_begin) for all a.n tokens, with scratch of int8_scratch_floats(n_pad) floats. Nothing here
+// allocates.
+
+#include <cstdint>
+
+#include "kernels/cpu/linear_kernels.h"
+
+namespace deepinfer::kernels::cpu::detail {
+
+// FP8 e4m3 block weights whose blocks are whole 128-column activation blocks (block_cols % 128 == 0,
+// cols % 128 == 0). Each weight row's 128 columns are requantized to int8 in the panel with a power-of-two
+// step chosen from the largest magnitude (the top four binades exact, smaller codes rounded to nearest
+// even: the weights' only rounding), by a 128-entry byte table (vpermi2b, AVX-512 VBMI), then one int32 sum
+// per (row, token, 128 columns) through vpdpbusd. Needs AVX-512 VNNI and VBMI.
+// FP4 e2m1 weights in 32-column groups (cols % 128 == 0): 2 x e2m1 is an exact int8; where a row's four
+// group scales in a 128-column block lie within 2^3 of each other they are folded into the int8 (shifts,
+// still exact) and the block runs the same one-sum-per-128-columns microkernel as FP8, else one sum per
+// group.
+struct GemmQTable {
+    GemmQFn fp8 = nullptr;
+    GemmQFn fp4 = nullptr;
+};
+GemmQTable avx512_vnni_gemm_table();
+
+// The int8 a FP8 e4m3 code becomes in the fast GEMM when its row's 128-column block has largest magnitude
+// code `max_code` (both 0..255; sign in bit 7), and the step that int8 counts in units of 2^-9 (times the
+// block scale): value ~= q * 2^(step_log2 - 9). Scalar; the harness checks the kernel against it.
+int8_t fp8_requant_code(uint8_t code, uint8_t max_code);
+int fp8_requant_step_log2(uint8_t max_code);
+
+} // namespace deepinfer::kernels::cpu::detail

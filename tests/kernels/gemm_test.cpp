@@ -1,0 +1,213 @@
+// The fast FP8 int8 GEMM (kernels/cpu/gemm_int8.h): its weight requantization against the e4m3 definition,
+// and the dispatched kernel against a scalar emulation of the same numerics (int8 activations per 128
+// columns, the requantized weights, exact integer sums): the two must agree to F32 rounding, far tighter
+// than the fast-vs-ref tolerance the linear harness applies.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "core/weight.h"
+#include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/ops.h"
+
+namespace deepinfer::kernels {
+namespace {
+
+float e4m3_magnitude(uint8_t code) {
+    const int c = code & 0x7f, ef = c >> 3, mant = c & 7;
+    return ef == 0 ? std::ldexp(static_cast<float>(mant), -9) : std::ldexp(8.0f + mant, ef - 10);
+}
+
+// Every (max code, code <= max code): the int8 is the value at the step, rounded to nearest, exact in
+// the top four binades, within [-127, 127], signed as the code.
+TEST(GemmInt8, Fp8RequantizationFollowsTheDefinition) {
+    for (int max_code = 0; max_code < 127; ++max_code) {
+        const int step = cpu::detail::fp8_requant_step_log2(static_cast<uint8_t>(max_code));
+        const float unit = std::ldexp(1.0f, step - 9);
+        int largest = 0;
+        for (int c = 0; c <= max_code; ++c) {
+            for (int sign : {0, 0x80}) {
+                const auto code = static_cast<uint8_t>(c | sign);
+                const int q = cpu::detail::fp8_requant_code(code, static_cast<uint8_t>(max_code));
+                const float v = e4m3_magnitude(code) * (sign ? -1.0f : 1.0f);
+                ASSERT_LE(std::abs(q), 127);
+                ASSERT_LE(std::abs(q * unit - v), 0.5f * unit) << "code " << c << " max " << max_code;
+                if ((c >> 3) + 3 >= (max_code >> 3)) {
+                    ASSERT_EQ(q * unit, v) << "code " << c << " max " << max_code;
+                }
+                largest = std::max(largest, std::abs(q));
+            }
+        }
+        // The step uses the range: the largest code lands in [56, 120].
+        EXPECT_GE(largest, max_code < 8 ? 0 : 64) << max_code;
+        EXPECT_LE(largest, 120) << max_code;
+    }
+}
+
+struct Fp8Weight {
+    core::Weight w;
+    std::vector<uint8_t> data, scale;
+};
+
+Fp8Weight random_fp8(int64_t rows, int64_t cols, int bc, std::mt19937* rng) {
+    Fp8Weight s;
+    s.w.format = core::WeightFormat::kFp8Block;
+    s.w.rows = rows;
+    s.w.cols = cols;
+    s.w.block_rows = 128;
+    s.w.block_cols = bc;
+    std::uniform_int_distribution<int> byte(0, 255), sc(115, 130);
+    s.data.resize(rows * cols);
+    for (uint8_t& b : s.data) {
+        b = static_cast<uint8_t>(byte(*rng));
+        if ((b & 0x7f) == 0x7f) b ^= 1;
+    }
+    s.scale.resize(s.w.scale_rows() * s.w.scale_cols());
+    for (uint8_t& b : s.scale) b = static_cast<uint8_t>(sc(*rng));
+    s.w.data = s.data.data();
+    s.w.scale = s.scale.data();
+    return s;
+}
+
+// The fast numerics, scalar: per token and 128 columns, x ~ qx * (amax / 127) (nearest even); per row and
+// 128 columns, w ~ qw * 2^(step - 9) * block scale; the integer sums exact, the rest in double.
+std::vector<double> emulate(const Fp8Weight& s, const std::vector<float>& x, int64_t n, int64_t ldx,
+                            int64_t r0, int64_t r1) {
+    const core::Weight& w = s.w;
+    std::vector<double> y(n * (r1 - r0), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+        for (int64_t kb = 0; kb < w.cols / 128; ++kb) {
+            const float* xb = x.data() + i * ldx + kb * 128;
+            float amax = 0.0f;
+            for (int c = 0; c < 128; ++c) amax = std::max(amax, std::abs(xb[c]));
+            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f, xs = amax / 127.0f;
+            int32_t qx[128];
+            for (int c = 0; c < 128; ++c) qx[c] = static_cast<int32_t>(std::nearbyint(xb[c] * inv));
+            for (int64_t r = r0; r < r1; ++r) {
+                const uint8_t* wb = s.data.data() + r * w.cols + kb * 128;
+                uint8_t max_code = 0;
+                for (int c = 0; c < 128; ++c) max_code = std::max<uint8_t>(max_code, wb[c] & 0x7f);
+                int64_t sum = 0;
+                for (int c = 0; c < 128; ++c) sum += qx[c] * cpu::detail::fp8_requant_code(wb[c], max_code);
+                const uint8_t sb = s.scale[r / 128 * w.scale_cols() + kb * 128 / w.block_cols];
+                const double ws = std::ldexp(1.0, sb - 127) *
+                                  std::ldexp(1.0, cpu::detail::fp8_requant_step_log2(max_code) - 9);
+                y[i * (r1 - r0) + r - r0] += static_cast<double>(sum) * ws * xs;
+            }
+        }
+    }
+    return y;
+}
+
+TEST(GemmInt8, Fp8GemmMatchesItsScalarEmulation) {
+    if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512))
+        GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
+    core::ThreadPool pool(2);
+    std::mt19937 rng(21);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    struct Case {
+        int64_t rows, cols;
+        int bc;
+        int64_t n;
+    };
+    // Odd row counts (microtile and panel tails), token counts past one 64-token group and not multiples
+    // of 16, 256-column blocks, a row range inside the weight. At least 40 tokens: below, CPUs with AVX-512
+    // BF16 take the BF16 GEMV instead (linear.cpp); the FP4 test covers the 1- and 2-vector tiles.
+    for (const Case& c : {Case{7, 128, 128, 41}, Case{50, 256, 128, 47}, Case{130, 512, 256, 100},
+                          Case{97, 384, 128, 512}, Case{61, 1024, 128, 64}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
+        const Fp8Weight s = random_fp8(c.rows, c.cols, c.bc, &rng);
+        const int64_t ldx = c.cols + 3, r0 = c.rows / 5, r1 = c.rows, out = r1 - r0, ldy = out + 2;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> y(c.n * ldy, -7.0f);
+        MatmulArgs a{x.data(), c.n, ldx, &s.w, r0, r1, y.data(), ldy, &pool, Numerics::kFast};
+        cpu::matmul_isa(a, cpu::Isa::kAvx512);
+        const std::vector<double> want = emulate(s, x, c.n, ldx, r0, r1);
+        double num = 0.0, den = 0.0;
+        int64_t past = 0;
+        for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t r = 0; r < out; ++r) {
+                const double d = y[i * ldy + r] - want[i * out + r];
+                num += d * d;
+                den += want[i * out + r] * want[i * out + r];
+            }
+            for (int64_t r = out; r < ldy; ++r) past += y[i * ldy + r] != -7.0f;
+        }
+        EXPECT_LT(num / den, 1e-11);
+        EXPECT_EQ(past, 0);
+    }
+}
+
+// FP4 e2m1 (group 32): 2 x e2m1 is an exact int8, so the fast GEMM is the exact weights times the int8
+// activations. Scales within 2^3 per 128 columns take the folded one-sum kernel, wider ones the per-group
+// kernel; both against the same double-precision emulation.
+TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
+    if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512))
+        GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
+    core::ThreadPool pool(2);
+    std::mt19937 rng(22);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    struct Case {
+        int64_t rows, cols, n;
+        int lo_scale, hi_scale;
+    };
+    for (const Case& c : {Case{50, 256, 17, 120, 123}, Case{97, 512, 100, 119, 122},
+                          Case{13, 128, 9, 110, 130}, Case{61, 384, 64, 100, 140}, Case{48, 256, 33, 0, 3}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n) +
+                     " scales " + std::to_string(c.lo_scale) + ".." + std::to_string(c.hi_scale));
+        std::uniform_int_distribution<int> sc(c.lo_scale, c.hi_scale);
+        std::vector<uint8_t> data(c.rows * c.cols / 2), scale(c.rows * c.cols / 32);
+        for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
+        for (uint8_t& b : scale) b = static_cast<uint8_t>(sc(rng));
+        core::Weight w;
+        w.format = core::WeightFormat::kFp4Group;
+        w.rows = c.rows;
+        w.cols = c.cols;
+        w.block_rows = 1;
+        w.block_cols = 32;
+        w.data = data.data();
+        w.scale = scale.data();
+        const int64_t ldx = c.cols + 1, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> y(c.n * ldy, -7.0f);
+        MatmulArgs a{x.data(), c.n, ldx, &w, r0, r1, y.data(), ldy, &pool, Numerics::kFast};
+        cpu::matmul_isa(a, cpu::Isa::kAvx512);
+        double num = 0.0, den = 0.0;
+        int64_t past = 0;
+        for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t r = r0; r < r1; ++r) {
+                double want = 0.0;
+                for (int64_t kb = 0; kb < c.cols / 128; ++kb) {
+                    const float* xb = x.data() + i * ldx + kb * 128;
+                    float amax = 0.0f;
+                    for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
+                    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+                    double sum = 0.0;
+                    for (int k = 0; k < 128; ++k)
+                        sum += std::nearbyint(xb[k] * inv) * static_cast<double>(w.at(r, kb * 128 + k));
+                    want += sum * (amax / 127.0f);
+                }
+                const double d = y[i * ldy + r - r0] - want;
+                num += d * d;
+                den += want * want;
+            }
+            for (int64_t r = out; r < ldy; ++r) past += y[i * ldy + r] != -7.0f;
+        }
+        EXPECT_LT(num / den, 1e-11);
+        EXPECT_EQ(past, 0);
+    }
+}
+
+} // namespace
+} // namespace deepinfer::kernels
