@@ -13,6 +13,24 @@ Responder::Responder(HttpServer::State& s, std::string endpoint, std::unique_ptr
     token_text_ = [b](int32_t t) { return b->token_text(t); };
 }
 
+std::unique_ptr<Generation> start_generation(HttpServer::State& s, const char* endpoint,
+                                             const char* id_prefix, GenerationSpec spec, int prompt_tokens,
+                                             ResponseMeta& meta, httplib::Response& res) {
+    if (!s.admit(endpoint, res)) return nullptr;
+    meta = ResponseMeta{s.new_id(id_prefix), 0, s.model_name};
+    auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
+    if (core::Status st = gen->start(); !st.ok()) {
+        s.release();
+        s.send_error(endpoint, from_status(st), res);
+        return nullptr;
+    }
+    meta.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    s.metrics.add_prompt_tokens(prompt_tokens);
+    return gen;
+}
+
 void Responder::attach(httplib::Response& res) {
     auto self = shared_from_this();
     const char* type = stream_ ? "text/event-stream" : "application/json; charset=utf-8";

@@ -57,4 +57,17 @@ private:
     bool completed_ = false;
 };
 
+// Admits `spec` (429 when the server is full) and starts it as one engine request; fills meta (an id from
+// id_prefix, created now) and counts its prompt tokens. Nullptr once the error was sent.
+std::unique_ptr<Generation> start_generation(HttpServer::State& s, const char* endpoint,
+                                             const char* id_prefix, GenerationSpec spec, int prompt_tokens,
+                                             ResponseMeta& meta, httplib::Response& res);
+
+// The chat pipeline up to a started Generation, for chat completions and /v1/messages alike: the request
+// checks, the prompt rendered and tokenized, max_tokens resolved, then start_generation(). n_prompt: the
+// prompt's tokens. Nullptr once the error was sent.
+std::unique_ptr<Generation> start_chat_generation(HttpServer::State& s, const char* endpoint,
+                                                  const char* id_prefix, ChatRequest& r, ResponseMeta& meta,
+                                                  int& n_prompt, httplib::Response& res);
+
 } // namespace deepinfer::server
