@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/batch_builder.h"
 #include "engine/block_manager.h"
 #include "engine/engine.h"
 #include "engine/request_state.h"
@@ -46,6 +47,12 @@ public:
     BlockManager blocks_;
     Scheduler scheduler_;
     Sampler sampler_;
+    // The step's rows sampled in parallel on pool_ (presample()): one Sampler (scratch) per pool thread, and
+    // per logits row its result, or nothing for a row sample_row() takes in order (constrained, prompt
+    // logprobs, or a batch too small to split).
+    std::vector<Sampler> samplers_;
+    std::vector<std::optional<SampleResult>> presampled_;
+    std::vector<size_t> plain_rows_;
     std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
     std::vector<RequestState*> changed_; // requests with something to report
     uint64_t next_request_number_ = 0;
@@ -73,6 +80,10 @@ private:
     // Appends a sampled token and applies the stop rules.
     void append_token(Sequence* seq, const SampleResult& s);
     void sample_row(Sequence* seq, std::span<const float> row, int64_t position);
+    SampleInput sample_input(const Sequence* seq, std::span<const float> row, int64_t position) const;
+    // Samples the unconstrained rows of `rows` (logits_: one row each) in parallel into presampled_. Each
+    // draw depends only on its own row and sequence, so the tokens are those sample_row() would give.
+    void presample(const std::vector<LogitsRow>& rows);
     void start_children(RequestState* r, std::span<const float> row, int64_t position);
     std::vector<RequestOutput> collect_outputs();
 };
