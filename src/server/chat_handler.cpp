@@ -52,14 +52,9 @@ protected:
     }
 
     std::string finale() override {
-        if (!stream_) {
-            if (!error_.ok()) return from_status(error_).to_json();
-            return detail::dump_json(chat_completion_json(meta_, results_, usage(), logprobs_, token_text()));
-        }
-        std::string buf;
-        if (!error_.ok()) buf += error_event();
-        if (include_usage_) buf += sse_event(usage_chunk_json(meta_, "chat.completion.chunk", usage()));
-        return buf + sse_done();
+        return openai_finale(
+            [&] { return chat_completion_json(meta_, results_, usage(), logprobs_, token_text()); },
+            "chat.completion.chunk");
     }
 
 private:

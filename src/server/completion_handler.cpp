@@ -64,14 +64,9 @@ protected:
     }
 
     std::string finale() override {
-        if (!stream_) {
-            if (!error_.ok()) return from_status(error_).to_json();
-            return detail::dump_json(text_completion_json(meta_, results_, usage(), logprobs_, token_text()));
-        }
-        std::string buf;
-        if (!error_.ok()) buf += error_event();
-        if (include_usage_) buf += sse_event(usage_chunk_json(meta_, "text_completion", usage()));
-        return buf + sse_done();
+        return openai_finale(
+            [&] { return text_completion_json(meta_, results_, usage(), logprobs_, token_text()); },
+            "text_completion");
     }
 
 private:

@@ -268,7 +268,13 @@ HttpServer::HttpServer(Backend& backend, ServerConfig config)
 }
 
 HttpServer::~HttpServer() {
+    if (state_->shutdown_thread.joinable()) state_->shutdown_thread.join();
     stop();
+}
+
+void HttpServer::request_shutdown(const std::string& reason) {
+    if (state_->shutdown_requested.exchange(true)) return;
+    state_->shutdown_thread = std::thread([this, reason] { shutdown(reason); });
 }
 
 core::Result<int> HttpServer::bind() {

@@ -62,6 +62,9 @@ public:
     // in-flight requests finish for up to drain_timeout_ms, then ends the rest (streams with an error event
     // and [DONE]) and stops. Call from another thread than serve()'s; serve() then returns.
     void shutdown(const std::string& reason);
+    // From any thread, without blocking, e.g. a fatal backend error on the engine thread: runs
+    // shutdown(reason) on a thread of its own (the first call wins), so serve() returns once drained.
+    void request_shutdown(const std::string& reason);
     void stop();
 
     struct State;

@@ -1,6 +1,7 @@
 #include "server/responder.h"
 
 #include "core/logging.h"
+#include "server/json_fields.h"
 
 namespace deepinfer::server {
 
@@ -53,6 +54,13 @@ Usage Responder::usage() const {
 
 std::string Responder::error_event() const {
     return sse_event(json::parse(from_status(error_).to_json()));
+}
+
+std::string Responder::openai_finale(const std::function<json()>& body, const char* chunk_object) {
+    if (!stream_) return error_.ok() ? detail::dump_json(body()) : from_status(error_).to_json();
+    std::string buf = error_.ok() ? std::string() : error_event();
+    if (include_usage_) buf += sse_event(usage_chunk_json(meta_, chunk_object, usage()));
+    return buf + sse_done();
 }
 
 bool Responder::step(httplib::DataSink& sink) {

@@ -6,6 +6,7 @@
 // heartbeats before the JSON body.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ protected:
     Usage usage() const;
     const TokenText& token_text() const { return token_text_; }
     std::string error_event() const;
+    // The OpenAI finale: the JSON `body()` (or the error object), or when streaming the error event if any,
+    // the usage chunk (an object of `chunk_object`) when asked for, and [DONE].
+    std::string openai_finale(const std::function<json()>& body, const char* chunk_object);
 
     HttpServer::State& s_;
     std::string endpoint_;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <httplib.h>
@@ -32,6 +33,8 @@ struct HttpServer::State {
     std::atomic<bool> draining{false}; // shutting down: no new generation requests
     std::atomic<bool> cut{false};      // the drain timed out: streams end now with an error event
     std::atomic<uint64_t> next_id{1};
+    std::atomic<bool> shutdown_requested{false};
+    std::thread shutdown_thread; // request_shutdown()'s drain; joined by ~HttpServer
     long long start_time = 0;
     int port = 0;                 // bound port
     http::WorkPool tokenize_pool; // outlives the transport's workers, which wait on it
