@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <thread>
@@ -196,7 +197,9 @@ TEST_F(TokenizeOffloadHttpTest, AClientThatDisconnectsStopsCostingCpu) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const double idle0 = cpu_seconds();
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    EXPECT_LT(cpu_seconds() - idle0, 0.3);
+    const double idle_cpu = cpu_seconds() - idle0;
+    std::printf("CPU in the second after the disconnect: %.3f s\n", idle_cpu);
+    EXPECT_LT(idle_cpu, 0.3);
 }
 
 TEST_F(TokenizeOffloadHttpTest, HealthAnswersWhileA30MiBPromptTokenizesAndItsDeadlineStopsIt) {
@@ -230,6 +233,9 @@ TEST_F(TokenizeOffloadHttpTest, HealthAnswersWhileA30MiBPromptTokenizesAndItsDea
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     client.join();
+    std::printf("/health: %d probes while the 30 MiB prompt tokenized, worst %.1f ms; the prompt's 503 after "
+                "%.2f s\n",
+                probes, worst * 1e3, big_seconds);
     EXPECT_GE(probes, 10);
     EXPECT_EQ(ok, probes) << "/health failed while a prompt tokenized (worst " << worst << " s)";
     ASSERT_TRUE(big && *big);
