@@ -124,14 +124,11 @@ void LLMEngine::Impl::mask_constrained_rows(std::span<const LogitsRow> rows) {
         mask_rows(0, static_cast<int64_t>(todo.size()));
 }
 
-void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int64_t position,
-                                 bool row_masked) {
-    RequestState* r = seq->request;
+SampleInput LLMEngine::Impl::sample_input(const Sequence* seq, std::span<const float> row,
+                                          int64_t position) const {
+    const RequestState* r = seq->request;
     SampleInput in;
     in.logits = row;
-    if (seq->constraint && !row_masked)
-        in.logits = apply_logits_constraint(*seq->constraint, row, constrained_row_, mask_, nullptr,
-                                            tokens_left(seq));
     in.params = &r->request.params;
     in.prompt = std::span<const int32_t>(seq->tokens).first(seq->prompt_len);
     in.output = std::span<const int32_t>(seq->tokens).subspan(seq->prompt_len);
@@ -139,7 +136,37 @@ void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int6
     in.position = position;
     in.sample_index = seq->sample_index;
     in.eos_token_id = model_->eos_token_id();
+    return in;
+}
+
+void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int64_t position,
+                                 bool row_masked) {
+    SampleInput in = sample_input(seq, row, position);
+    if (seq->constraint && !row_masked)
+        in.logits = apply_logits_constraint(*seq->constraint, row, constrained_row_, mask_, nullptr,
+                                            tokens_left(seq));
     append_token(seq, sampler_.sample(in));
+}
+
+void LLMEngine::Impl::presample(const std::vector<LogitsRow>& rows) {
+    presampled_.assign(rows.size(), std::nullopt);
+    const int threads = pool_ ? pool_->num_threads() : 1;
+    plain_rows_.clear();
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i].sample && !rows[i].seq->is_finished() && !rows[i].seq->constraint)
+            plain_rows_.push_back(i);
+    if (threads < 2 || plain_rows_.size() < 2) return;
+    samplers_.resize(threads);
+    const size_t n = plain_rows_.size();
+    pool_->parallel_for(threads, [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k) {
+            for (size_t j = static_cast<size_t>(k); j < n; j += static_cast<size_t>(threads)) {
+                const size_t i = plain_rows_[j];
+                std::span<const float> row(logits_.data() + i * size_t(vocab_), size_t(vocab_));
+                presampled_[i] = samplers_[k].sample(sample_input(rows[i].seq, row, rows[i].position + 1));
+            }
+        }
+    });
 }
 
 // n > 1: the other completions sample their first token from the same prompt logits, then share the
@@ -239,6 +266,7 @@ core::Result<std::vector<RequestOutput>> LLMEngine::Impl::step() {
         } else {
             for (const ScheduledChunk& c : sched.chunks) scheduler_.on_computed(c.seq, c.num_tokens);
             mask_constrained_rows(built.rows);
+            presample(built.rows);
             for (size_t i = 0; i < built.rows.size(); ++i) {
                 const LogitsRow& lr = built.rows[i];
                 std::span<const float> row(logits_.data() + i * size_t(vocab_), size_t(vocab_));
@@ -249,7 +277,10 @@ core::Result<std::vector<RequestOutput>> LLMEngine::Impl::step() {
                     continue;
                 }
                 if (lr.seq->is_finished()) continue; // aborted meanwhile
-                sample_row(lr.seq, row, lr.position + 1, row_masked_[i] != 0);
+                if (presampled_[i])
+                    append_token(lr.seq, *presampled_[i]);
+                else
+                    sample_row(lr.seq, row, lr.position + 1, row_masked_[i] != 0);
                 if (!r->children_started && lr.seq->sample_index == 0)
                     start_children(r, row, lr.position + 1);
             }

@@ -47,6 +47,12 @@ public:
     BlockManager blocks_;
     Scheduler scheduler_;
     Sampler sampler_;
+    // The step's rows sampled in parallel on pool_ (presample()): one Sampler (scratch) per pool thread, and
+    // per logits row its result, or nothing for a row sample_row() takes in order (constrained, prompt
+    // logprobs, or a batch too small to split).
+    std::vector<Sampler> samplers_;
+    std::vector<std::optional<SampleResult>> presampled_;
+    std::vector<size_t> plain_rows_;
     std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
     std::vector<RequestState*> changed_; // requests with something to report
     uint64_t next_request_number_ = 0;
@@ -80,6 +86,10 @@ private:
     // Masks the constrained sampling rows of logits_ in place, in parallel on the pool; sets row_masked_.
     void mask_constrained_rows(std::span<const LogitsRow> rows);
     int32_t tokens_left(const Sequence* seq) const;
+    SampleInput sample_input(const Sequence* seq, std::span<const float> row, int64_t position) const;
+    // Samples the unconstrained rows of `rows` (logits_: one row each) in parallel into presampled_. Each
+    // draw depends only on its own row and sequence, so the tokens are those sample_row() would give.
+    void presample(const std::vector<LogitsRow>& rows);
     void start_children(RequestState* r, std::span<const float> row, int64_t position);
     std::vector<RequestOutput> collect_outputs();
 };

@@ -239,6 +239,30 @@ DI_SAMPLER_CLONES void collect_buckets(const int16_t* bucket, int32_t vocab, int
     for (; t < vocab; ++t)
         if (wanted(bucket[t])) out.push_back(t);
 }
+
+// Each candidate's mass added to its bucket's: the one pass of draw() that cannot vectorize (a scatter).
+// Four interleaved partial histograms let consecutive adds proceed without waiting on one another (even to
+// one bucket), and a discard slot in front of each takes the non-candidates (bucket -1), so the loop has
+// no branch to mispredict.
+void bucket_histogram(const int16_t* bucket, const float* mass, int32_t vocab, int32_t num_buckets,
+                      std::vector<double>& partial, std::vector<double>& out) {
+    const size_t stride = static_cast<size_t>(num_buckets) + 1;
+    partial.assign(4 * stride, 0.0);
+    double* h0 = partial.data() + 1; // h0[-1]: the discard slot
+    double* h1 = h0 + stride;
+    double* h2 = h1 + stride;
+    double* h3 = h2 + stride;
+    int32_t t = 0;
+    for (; t + 4 <= vocab; t += 4) {
+        h0[bucket[t]] += mass[t];
+        h1[bucket[t + 1]] += mass[t + 1];
+        h2[bucket[t + 2]] += mass[t + 2];
+        h3[bucket[t + 3]] += mass[t + 3];
+    }
+    for (; t < vocab; ++t) h0[bucket[t]] += mass[t];
+    out.resize(num_buckets);
+    for (int32_t b = 0; b < num_buckets; ++b) out[b] = (h0[b] + h1[b]) + (h2[b] + h3[b]);
+}
 } // namespace
 
 int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p, double u) {
@@ -280,11 +304,7 @@ int32_t Sampler::draw(std::span<const float> processed, const SamplingParams& p,
             }
         }
     }
-    bucket_mass_.assign(num_buckets, 0.0);
-    for (int32_t t = 0; t < vocab; ++t) {
-        if (bucket_[t] < 0) continue;
-        bucket_mass_[bucket_[t]] += mass_[t];
-    }
+    bucket_histogram(bucket_.data(), mass_.data(), vocab, num_buckets, partial_mass_, bucket_mass_);
     double total = 0.0;
     for (double m : bucket_mass_) total += m;
     if (p.min_p > 0.0f) return draw_min_p(processed, p, u, total);
@@ -389,16 +409,31 @@ int32_t Sampler::draw_min_p(std::span<const float> processed, const SamplingPara
     return sorted_.back();
 }
 
+bool Sampler::changes_logits(const SampleInput& in) {
+    const SamplingParams& p = *in.params;
+    const bool min_tokens_mask =
+        static_cast<int32_t>(in.output.size()) < p.min_tokens &&
+        (!p.stop_token_ids.empty() ||
+         (!p.ignore_eos && in.eos_token_id >= 0 && in.eos_token_id < static_cast<int64_t>(in.logits.size())));
+    return min_tokens_mask || !p.logit_bias.empty() || p.repetition_penalty != 1.0f ||
+           p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
 SampleResult Sampler::sample(const SampleInput& in) {
     const SamplingParams& p = *in.params;
-    process_logits(in, &work_);
+    // Without a transform the processed row is the raw one: read it in place rather than copy 0.5 MB.
+    std::span<const float> processed = in.logits;
+    if (changes_logits(in)) {
+        process_logits(in, &work_);
+        processed = work_;
+    }
     SampleResult r;
     if (p.greedy()) {
-        r.token = argmax(work_);
+        r.token = argmax(processed);
     } else {
         double u = philox_uniform(in.seed, static_cast<uint64_t>(in.position),
                                   static_cast<uint32_t>(in.sample_index), 0);
-        r.token = draw(work_, p, u);
+        r.token = draw(processed, p, u);
     }
     if (p.logprobs) r.logprob = logprob_of(in.logits, r.token, *p.logprobs);
     return r;

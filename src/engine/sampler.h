@@ -39,6 +39,8 @@ public:
 
     // The processed logits (min_tokens mask, bias, penalties) before temperature; exposed for tests.
     void process_logits(const SampleInput& in, std::vector<float>* out) const;
+    // Whether process_logits() changes anything for `in` (else sample() reads the raw row in place).
+    static bool changes_logits(const SampleInput& in);
     // The final distribution a random draw uses: (token, probability) pairs, most likely first, summing
     // to 1, after temperature / top-k / top-p / min-p. Exposed for the statistical tests.
     static std::vector<std::pair<int32_t, double>> final_distribution(std::span<const float> processed,
@@ -64,6 +66,7 @@ private:
     std::vector<int16_t> bucket_; // -1: not a candidate (masked, NaN, outside top-k, or past the top-p cut)
     std::vector<float> mass_;     // exp(scaled logit - max)
     std::vector<double> bucket_mass_;             // [buckets]
+    std::vector<double> partial_mass_;            // [4 * (buckets + 1)]: bucket_histogram()'s scratch
     std::vector<int32_t> sorted_;                 // the few buckets' tokens the draw needs, sorted
     std::vector<std::pair<float, int32_t>> topk_; // top-k selection
     float max_logit_ = 0.0f;

@@ -141,7 +141,7 @@ void handle_anthropic_count_tokens(HttpServer::State& s, const std::string& body
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     ChatRequest& r = std::get<ChatRequest>(parsed);
     if (r.common.model != s.model_name) return s.send_error(kEndpoint, unknown_model(r.common.model), res);
-    auto prompt = s.backend.render_chat(r.prompt);
+    auto prompt = s.render_chat(r.prompt);
     if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
     s.metrics.count_request(kEndpoint, 200);
     res.set_content(ojson{{"input_tokens", prompt->size()}}.dump(), "application/json");
@@ -151,24 +151,10 @@ void handle_anthropic_messages(HttpServer::State& s, const std::string& body, ht
     auto parsed = parse_messages_request(s, body, false);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     ChatRequest& r = std::get<ChatRequest>(parsed);
-    if (auto e = s.check_request(r.common)) return s.send_error(kEndpoint, *e, res);
-    auto prompt = s.backend.render_chat(r.prompt);
-    if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
-    const int n_prompt = static_cast<int>(prompt->size());
-    int max_tokens = 0;
-    if (auto e = s.resolve_max_tokens(n_prompt, "messages", r.common.sampling.max_tokens, std::nullopt,
-                                      max_tokens))
-        return s.send_error(kEndpoint, *e, res);
-    if (!s.admit(kEndpoint, res)) return;
-    GenerationSpec spec = chat_generation_spec(r, std::move(prompt).value(), max_tokens);
-    ResponseMeta meta{s.new_id("msg_"), s.start_time, s.model_name};
-    auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
-    if (core::Status st = gen->start(); !st.ok()) {
-        s.release();
-        return s.send_error(kEndpoint, from_status(st), res);
-    }
-    s.metrics.add_prompt_tokens(n_prompt);
-    std::make_shared<AnthropicResponder>(s, std::move(gen), meta, r.common.stream, n_prompt)->attach(res);
+    ResponseMeta meta;
+    int n_prompt = 0;
+    if (auto gen = start_chat_generation(s, kEndpoint, "msg_", r, meta, n_prompt, res))
+        std::make_shared<AnthropicResponder>(s, std::move(gen), meta, r.common.stream, n_prompt)->attach(res);
 }
 
 } // namespace deepinfer::server

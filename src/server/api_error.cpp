@@ -51,46 +51,40 @@ ApiError from_status(const core::Status& status, std::string param) {
     ApiError e;
     e.message = status.message();
     e.param = std::move(param);
+    // (HTTP status, error type, code) per status code.
+    auto set = [&e](int http_status, const char* type, const char* code) {
+        e.http_status = http_status;
+        e.type = type;
+        e.code = code;
+    };
     switch (status.code()) {
     case StatusCode::kOk: // callers never map an ok status; treat it as a bug report rather than success
     case StatusCode::kInternal:
     case StatusCode::kDataLoss:
     case StatusCode::kIoError:
     case StatusCode::kFailedPrecondition:
-        e.http_status = 500;
-        e.type = "server_error";
-        e.code = "internal_error";
+        set(500, "server_error", "internal_error");
         break;
     case StatusCode::kInvalidArgument:
-        e.http_status = 400;
-        e.code = "invalid_value";
+        set(400, "invalid_request_error", "invalid_value");
         break;
     case StatusCode::kUnimplemented:
-        e.http_status = 400;
-        e.code = "unsupported_value";
+        set(400, "invalid_request_error", "unsupported_value");
         break;
     case StatusCode::kNotFound:
-        e.http_status = 404;
-        e.code = "not_found";
+        set(404, "invalid_request_error", "not_found");
         break;
     case StatusCode::kOutOfRange: // a context overflow is a bad request (400), as OpenAI and vLLM answer
-        e.http_status = 400;
-        e.code = "context_length_exceeded";
+        set(400, "invalid_request_error", "context_length_exceeded");
         break;
     case StatusCode::kResourceExhausted:
-        e.http_status = 429;
-        e.type = "rate_limit_error";
-        e.code = "rate_limit_exceeded";
+        set(429, "rate_limit_error", "rate_limit_exceeded");
         break;
     case StatusCode::kUnavailable:
-        e.http_status = 503;
-        e.type = "server_error";
-        e.code = "unavailable";
+        set(503, "server_error", "unavailable");
         break;
     case StatusCode::kCancelled:
-        e.http_status = 499;
-        e.type = "server_error";
-        e.code = "cancelled";
+        set(499, "server_error", "cancelled");
         break;
     }
     return e;

@@ -52,14 +52,9 @@ protected:
     }
 
     std::string finale() override {
-        if (!stream_) {
-            if (!error_.ok()) return from_status(error_).to_json();
-            return detail::dump_json(chat_completion_json(meta_, results_, usage(), logprobs_, token_text()));
-        }
-        std::string buf;
-        if (!error_.ok()) buf += error_event();
-        if (include_usage_) buf += sse_event(usage_chunk_json(meta_, "chat.completion.chunk", usage()));
-        return buf + sse_done();
+        return openai_finale(
+            [&] { return chat_completion_json(meta_, results_, usage(), logprobs_, token_text()); },
+            "chat.completion.chunk");
     }
 
 private:
@@ -70,11 +65,25 @@ private:
 
 } // namespace
 
-GenerationSpec chat_generation_spec(ChatRequest& r, std::vector<int32_t> prompt, int max_tokens) {
+std::unique_ptr<Generation> start_chat_generation(HttpServer::State& s, const char* endpoint,
+                                                  const char* id_prefix, ChatRequest& r, ResponseMeta& meta,
+                                                  int& n_prompt, httplib::Response& res) {
+    auto fail = [&](const ApiError& e) {
+        s.send_error(endpoint, e, res);
+        return nullptr;
+    };
+    if (auto e = s.check_request(r.common)) return fail(*e);
+    auto prompt = s.render_chat(r.prompt);
+    if (!prompt.ok()) return fail(from_status(prompt.status(), "messages"));
+    n_prompt = static_cast<int>(prompt->size());
+    int max_tokens = 0;
+    if (auto e = s.resolve_max_tokens(n_prompt, "messages", r.common.sampling.max_tokens, std::nullopt,
+                                      max_tokens))
+        return fail(*e);
     GenerationSpec spec;
     spec.params = r.common.sampling;
     spec.params.max_tokens = max_tokens;
-    spec.prompts.push_back(std::move(prompt));
+    spec.prompts.push_back(std::move(prompt).value());
     spec.constraint = std::move(r.common.constraint);
     spec.stops = r.common.stop;
     spec.include_stop_str = r.common.include_stop_str_in_output;
@@ -84,34 +93,17 @@ GenerationSpec chat_generation_spec(ChatRequest& r, std::vector<int32_t> prompt,
     if (spec.parser.parse_tools && r.prompt.tool_choice == "auto")
         spec.parser.validate_tools = r.prompt.conversation.tools;
     spec.forced_output = r.common.forced_output;
-    return spec;
+    return start_generation(s, endpoint, id_prefix, std::move(spec), n_prompt, meta, res);
 }
 
 void handle_chat(HttpServer::State& s, const std::string& body, httplib::Response& res) {
     auto parsed = parse_chat_request(body, s.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
     ChatRequest& r = std::get<ChatRequest>(parsed);
-    if (auto e = s.check_request(r.common)) return s.send_error(kEndpoint, *e, res);
-    auto prompt = s.backend.render_chat(r.prompt);
-    if (!prompt.ok()) return s.send_error(kEndpoint, from_status(prompt.status(), "messages"), res);
-    int n_prompt = static_cast<int>(prompt->size());
-    int max_tokens = 0;
-    if (auto e = s.resolve_max_tokens(n_prompt, "messages", r.common.sampling.max_tokens, std::nullopt,
-                                      max_tokens))
-        return s.send_error(kEndpoint, *e, res);
-    if (!s.admit(kEndpoint, res)) return;
-    GenerationSpec spec = chat_generation_spec(r, std::move(prompt).value(), max_tokens);
-    ResponseMeta meta{s.new_id("chatcmpl-"), s.start_time, s.model_name};
-    auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
-    if (core::Status st = gen->start(); !st.ok()) {
-        s.release();
-        return s.send_error(kEndpoint, from_status(st), res);
-    }
-    meta.created =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
-    s.metrics.add_prompt_tokens(n_prompt);
-    std::make_shared<ChatResponder>(s, std::move(gen), meta, r, n_prompt)->attach(res);
+    ResponseMeta meta;
+    int n_prompt = 0;
+    if (auto gen = start_chat_generation(s, kEndpoint, "chatcmpl-", r, meta, n_prompt, res))
+        std::make_shared<ChatResponder>(s, std::move(gen), meta, r, n_prompt)->attach(res);
 }
 
 } // namespace deepinfer::server

@@ -64,14 +64,9 @@ protected:
     }
 
     std::string finale() override {
-        if (!stream_) {
-            if (!error_.ok()) return from_status(error_).to_json();
-            return detail::dump_json(text_completion_json(meta_, results_, usage(), logprobs_, token_text()));
-        }
-        std::string buf;
-        if (!error_.ok()) buf += error_event();
-        if (include_usage_) buf += sse_event(usage_chunk_json(meta_, "text_completion", usage()));
-        return buf + sse_done();
+        return openai_finale(
+            [&] { return text_completion_json(meta_, results_, usage(), logprobs_, token_text()); },
+            "text_completion");
     }
 
 private:
@@ -99,7 +94,7 @@ void handle_completion(HttpServer::State& s, const std::string& body, httplib::R
     for (auto& p : r.prompts) {
         std::vector<int32_t> ids;
         if (auto* text = std::get_if<std::string>(&p)) {
-            auto tok = s.backend.tokenize(*text);
+            auto tok = s.tokenize(*text);
             if (!tok.ok()) return s.send_error(kEndpoint, from_status(tok.status(), "prompt"), res);
             ids = std::move(tok).value();
             if (r.echo) echo_text.push_back(*text);
@@ -124,23 +119,15 @@ void handle_completion(HttpServer::State& s, const std::string& body, httplib::R
         total_prompt += n_prompt;
         spec.prompts.push_back(std::move(ids));
     }
-    if (!s.admit(kEndpoint, res)) return;
     spec.constraint = std::move(r.common.constraint);
     spec.stops = r.common.stop;
     spec.include_stop_str = r.common.include_stop_str_in_output;
     spec.forced_output = r.common.forced_output;
-    ResponseMeta meta{s.new_id("cmpl-"), 0, s.model_name};
-    auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
-    if (core::Status st = gen->start(); !st.ok()) {
-        s.release();
-        return s.send_error(kEndpoint, from_status(st), res);
+    ResponseMeta meta;
+    if (auto gen = start_generation(s, kEndpoint, "cmpl-", std::move(spec), total_prompt, meta, res)) {
+        std::make_shared<CompletionResponder>(s, std::move(gen), meta, r, total_prompt, std::move(echo_text))
+            ->attach(res);
     }
-    meta.created =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
-    s.metrics.add_prompt_tokens(total_prompt);
-    std::make_shared<CompletionResponder>(s, std::move(gen), meta, r, total_prompt, std::move(echo_text))
-        ->attach(res);
 }
 
 } // namespace deepinfer::server

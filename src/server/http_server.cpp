@@ -1,24 +1,23 @@
 #include "server/http_server.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 #include <malloc.h>
 #include <optional>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <thread>
 
 #include "core/logging.h"
+#include "http/body.h"
 #include "server/json_fields.h"
 #include "server/server_state.h"
+#include "tokenizer/cancel.h"
 
 namespace deepinfer::server {
 
-HttpServer::State::State(Backend& b, ServerConfig c) : backend(b), config(std::move(c)) {
+HttpServer::State::State(Backend& b, ServerConfig c)
+    : backend(b), config(std::move(c)), tokenize_pool(config.tokenize_threads, config.tokenize_queue) {
     model_name = config.served_model_name.empty() ? backend.model_name() : config.served_model_name;
     limits.vocab_size = backend.vocab_size();
     limits.max_n = config.max_n;
@@ -31,47 +30,6 @@ HttpServer::State::State(Backend& b, ServerConfig c) : backend(b), config(std::m
     start_time =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
-}
-
-std::vector<std::string> default_allowed_hosts(const std::string& host, const std::string& api_key) {
-    if (!api_key.empty()) return {};
-    std::string h = host_name_of(host);
-    bool loopback = h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
-    if (!loopback) return {};
-    std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
-    if (std::find(names.begin(), names.end(), h) == names.end()) names.push_back(h);
-    return names;
-}
-
-bool authorization_matches(const std::string& header, const std::string& api_key) {
-    constexpr std::string_view kScheme = "bearer";
-    if (api_key.empty() || header.size() <= kScheme.size()) return false;
-    for (size_t i = 0; i < kScheme.size(); ++i) {
-        if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
-    }
-    size_t i = kScheme.size();
-    if (header[i] != ' ' && header[i] != '\t') return false;
-    while (i < header.size() && (header[i] == ' ' || header[i] == '\t')) ++i;
-    std::string_view key = std::string_view(header).substr(i);
-    // Constant time in the key's contents: the whole of both strings is always compared.
-    unsigned diff = key.size() == api_key.size() ? 0u : 1u;
-    for (size_t k = 0; k < key.size(); ++k) {
-        diff |= static_cast<unsigned>(static_cast<unsigned char>(key[k]) ^
-                                      static_cast<unsigned char>(api_key[k % api_key.size()]));
-    }
-    return diff == 0;
-}
-
-std::string host_name_of(const std::string& host_header) {
-    std::string h = host_header;
-    if (!h.empty() && h.front() == '[') { // [v6]:port
-        size_t close = h.find(']');
-        h = close == std::string::npos ? h.substr(1) : h.substr(1, close - 1);
-    } else if (std::count(h.begin(), h.end(), ':') == 1) {
-        h = h.substr(0, h.find(':'));
-    }
-    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return h;
 }
 
 namespace {
@@ -121,88 +79,50 @@ std::optional<ApiError> HttpServer::State::resolve_max_tokens(int n_prompt, cons
     return std::nullopt;
 }
 
+core::Result<std::vector<int32_t>>
+HttpServer::State::encode_off_thread(const std::function<core::Result<std::vector<int32_t>>()>& f) {
+    core::Result<std::vector<int32_t>> out = core::internal_error("not run");
+    const http::WorkPool::Work work = [&](const std::atomic<bool>& cancel) {
+        tokenizer::CancelScope scope(&cancel); // the tokenizer stops within 64 KiB once it is set
+        out = f();
+    };
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(config.tokenize_timeout_ms);
+    const http::WorkPool::Outcome outcome =
+        tokenize_pool.run(work, deadline, &http::HttpTransport::client_gone);
+    if (outcome != http::WorkPool::Outcome::kDone && outcome != http::WorkPool::Outcome::kQueueFull)
+        metrics.count_tokenize_cancelled();
+    switch (outcome) {
+    case http::WorkPool::Outcome::kDone:
+        return out;
+    case http::WorkPool::Outcome::kQueueFull:
+        return core::unavailable("the tokenizer queue is full (" + std::to_string(tokenize_pool.max_queue()) +
+                                 " prompts waiting); retry later");
+    case http::WorkPool::Outcome::kDeadline:
+        return core::unavailable("the prompt was not rendered and tokenized within " +
+                                 std::to_string(config.tokenize_timeout_ms) + " ms; tokenizing stopped");
+    case http::WorkPool::Outcome::kStopping:
+        return core::unavailable("the server is shutting down");
+    case http::WorkPool::Outcome::kClientGone:
+        return core::Status(core::StatusCode::kCancelled,
+                            "the client disconnected while its prompt tokenized");
+    }
+    return out;
+}
+
+core::Result<std::vector<int32_t>> HttpServer::State::render_chat(const ChatPrompt& prompt) {
+    return encode_off_thread([&] { return backend.render_chat(prompt); });
+}
+
+core::Result<std::vector<int32_t>> HttpServer::State::tokenize(std::string_view text) {
+    return encode_off_thread([&] { return backend.tokenize(text); });
+}
+
 std::string HttpServer::State::new_id(const char* prefix) {
     return std::string(prefix) + std::to_string(start_time) + "-" + std::to_string(next_id++);
 }
 
 namespace {
-
-// Reads the whole body, stopping as soon as it passes max_body_bytes (413) or body_timeout_ms (408).
-std::optional<ApiError> read_body(const ServerConfig& c, const httplib::Request& req,
-                                  const httplib::ContentReader& reader, std::string& body) {
-    auto too_large = [&c] {
-        return ApiError{413, "invalid_request_error",
-                        "request body too large (limit " + std::to_string(c.max_body_bytes) + " bytes)", "",
-                        "body_too_large"};
-    };
-    if (req.has_header("Content-Length")) { // refused unread
-        const std::string len = req.get_header_value("Content-Length");
-        char* end = nullptr;
-        unsigned long long n = std::strtoull(len.c_str(), &end, 10);
-        if (len.empty() || *end != '\0' || n > c.max_body_bytes) return too_large();
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(c.body_timeout_ms);
-    bool over = false, too_slow = false;
-    bool ok = reader([&](const char* data, size_t len) {
-        if (body.size() + len > c.max_body_bytes) {
-            over = true;
-            return false;
-        }
-        if (std::chrono::steady_clock::now() > deadline) {
-            too_slow = true;
-            return false;
-        }
-        body.append(data, len);
-        return true;
-    });
-    if (over) {
-        body.clear();
-        body.shrink_to_fit();
-        return too_large();
-    }
-    // The transport's reads also stop at the body deadline (a client sending nothing more): a read that
-    // failed that late is the same timeout.
-    if (!ok && std::chrono::steady_clock::now() + std::chrono::milliseconds(100) >= deadline) too_slow = true;
-    if (too_slow) {
-        return ApiError{408, "invalid_request_error",
-                        "request body not received within " + std::to_string(c.body_timeout_ms) + " ms", "",
-                        "request_timeout"};
-    }
-    if (!ok) return ApiError{400, "invalid_request_error", "could not read the request body", "", "bad_body"};
-    return std::nullopt;
-}
-
-// A lower bound on the decoded length of the longest JSON string in `body` (each escape counted as one
-// byte). One pass, no allocation: a body is measured before it is parsed. Not a validator: a malformed
-// body is the parser's to refuse.
-size_t longest_json_string(std::string_view body) {
-    size_t longest = 0;
-    const char* p = body.data();
-    const char* const end = p + body.size();
-    auto find = [&end](const char* from, const char* to, char c) {
-        const void* hit = std::memchr(from, c, static_cast<size_t>(to - from));
-        return hit ? static_cast<const char*>(hit) : to;
-    };
-    while ((p = find(p, end, '"')) < end) {
-        ++p; // inside a string, up to its closing quote
-        size_t n = 0;
-        for (;;) {
-            const char* quote = find(p, end, '"');
-            const char* escape = find(p, quote, '\\');
-            n += static_cast<size_t>(escape - p);
-            p = escape;
-            if (escape == quote) break;
-            // a \u escape (backslash, u, four hex digits) is 6 bytes for at least one decoded byte; any other
-            // escape is 2 bytes for 1
-            p += p + 1 < end && p[1] == 'u' ? std::min<ptrdiff_t>(6, end - p)
-                                            : std::min<ptrdiff_t>(2, end - p);
-            ++n;
-        }
-        longest = std::max(longest, n);
-        if (p < end) ++p; // the closing quote
-    }
-    return longest;
-}
 
 constexpr size_t kTrimAfterBodyBytes = 1u << 20;
 
@@ -284,14 +204,16 @@ void install_routes(HttpServer::State& s) {
                     malloc_trim(0);
                 }
             } trim{body};
-            if (auto e = read_body(s.config, req, reader, body)) {
+            if (auto e =
+                    http::read_body({s.config.max_body_bytes, s.config.body_timeout_ms}, req, reader, body)) {
                 res.set_header("Connection", "close"); // the rest of the body is never read
-                return s.send_error(req.path, *e, res);
+                return s.send_error(
+                    req.path, ApiError{e->status, "invalid_request_error", e->message, "", e->code}, res);
             }
             // A string too long to fit in the context (a prompt, a message, anything: none is useful past
             // that) is refused before the body is parsed, rendered or tokenized: 400, as every context
             // overflow (413 is for a body past --max-body-bytes).
-            if (size_t n = longest_json_string(body); n > s.max_string_bytes) {
+            if (size_t n = http::longest_json_string(body); n > s.max_string_bytes) {
                 return s.send_error(req.path,
                                     ApiError{400, "invalid_request_error",
                                              "a string of at least " + std::to_string(n) +
@@ -334,54 +256,30 @@ HttpServer::HttpServer(Backend& backend, ServerConfig config)
     std::signal(SIGPIPE, SIG_IGN);
     install_routes(*state_);
     const ServerConfig& c = state_->config;
-    TransportConfig t;
+    http::TransportConfig t;
+    t.error_body = [](int status, const std::string& message, const std::string& code) {
+        return ApiError{status, "invalid_request_error", message, "", code}.to_json();
+    };
     t.max_workers = c.http_threads;
     t.header_timeout_ms = c.header_timeout_ms;
     t.keep_alive_timeout_ms = c.keep_alive_timeout_ms;
     t.body_timeout_ms = c.body_timeout_ms;
-    state_->transport = std::make_unique<HttpTransport>(state_->http, t);
+    state_->transport = std::make_unique<http::HttpTransport>(state_->http, t);
 }
 
 HttpServer::~HttpServer() {
+    if (state_->shutdown_thread.joinable()) state_->shutdown_thread.join();
     stop();
 }
 
-namespace {
-// httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and take most of its
-// connections; SO_REUSEADDR alone still allows a restart over TIME_WAIT but fails on a live listener.
-void listen_socket_options(socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+void HttpServer::request_shutdown(const std::string& reason) {
+    if (state_->shutdown_requested.exchange(true)) return;
+    state_->shutdown_thread = std::thread([this, reason] { shutdown(reason); });
 }
-} // namespace
 
 core::Result<int> HttpServer::bind() {
-    const ServerConfig& c = state_->config;
-    // Every open connection is a file descriptor (a slow client costs nothing else): allow as many as the
-    // hard limit does.
-    rlimit fds{};
-    if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
-        fds.rlim_cur = fds.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &fds);
-    }
-    // httplib listens with a backlog of 5, which resets connections when hundreds arrive at once: catch the
-    // listening socket as it is created and listen again with a deep backlog.
-    int listen_fd = -1;
-    state_->http.set_socket_options([&listen_fd](socket_t sock) {
-        listen_socket_options(sock);
-        if (listen_fd < 0) listen_fd = sock;
-    });
-    int port = c.port;
-    if (port == 0) {
-        port = state_->http.bind_to_any_port(c.host);
-        if (port < 0) return core::unavailable("cannot bind " + c.host + " to a free port");
-    } else if (!state_->http.bind_to_port(c.host, port)) {
-        return core::unavailable("cannot bind " + c.host + ":" + std::to_string(port) +
-                                 " (is another server using the port?)");
-    }
-    state_->http.set_socket_options(listen_socket_options);
+    DI_ASSIGN_OR_RETURN(int port, state_->http.bind_listener(state_->config.host, state_->config.port));
     state_->port = port;
-    if (listen_fd >= 0 && ::listen(listen_fd, 4096) != 0) return core::unavailable("listen() failed");
     return port;
 }
 
@@ -411,6 +309,7 @@ void HttpServer::shutdown(const std::string& reason) {
 }
 
 void HttpServer::stop() {
+    state_->tokenize_pool.stop(); // workers waiting on a prompt return at once
     // serve() then stops accepting, ends streams at their next chunk (httplib's provider loop checks the
     // listening socket), closes idle connections and joins the workers before it returns.
     state_->transport->stop();

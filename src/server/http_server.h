@@ -1,7 +1,8 @@
 #pragma once
 // The OpenAI-compatible HTTP server in front of a Backend: HTTP/1.1 with keep-alive; one epoll thread holds
-// connections until a request header has arrived (http_transport.h), then a worker thread runs cpp-httplib's
-// request processing on it. Workers parse and validate, render and tokenize, then hand requests to the
+// connections until a request header has arrived (http/transport.h), then a worker thread runs cpp-httplib's
+// request processing on it. Workers parse and validate, have the prompt rendered and tokenized on the
+// tokenizing threads (http/work_pool.h: bounded, cancelled when the client leaves), then hand requests to the
 // engine loop (Backend::submit is a thread-safe queue) and turn the engine's token deltas into responses or
 // SSE streams themselves.
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "http/access.h"
 #include "server/backend.h"
 #include "server/chat_defaults.h"
 
@@ -30,22 +32,20 @@ struct ServerConfig {
     int header_timeout_ms = 10000;     // a request header must arrive within this of its first byte -> 408
     int keep_alive_timeout_ms = 5000;  // an idle connection (no byte of a request yet) is closed after this
     int drain_timeout_ms = 30000;      // shutdown(): in-flight requests get this long to finish
-    int heartbeat_ms = 500;         // idle streams write a keep-alive this often, which detects disconnects
-    bool enable_test_hooks = false; // honour deepinfer_test.forced_output (tests only)
+    // Rendering and tokenization run on their own threads (http/work_pool.h), not on HTTP workers.
+    int tokenize_threads = 0;        // 0: one per hardware thread
+    int tokenize_queue = 128;        // prompts waiting for a tokenizing thread; beyond -> 503
+    int tokenize_timeout_ms = 30000; // a prompt not rendered and tokenized within this -> 503, work stopped
+    int heartbeat_ms = 500;          // idle streams write a keep-alive this often, which detects disconnects
+    bool enable_test_hooks = false;  // honour deepinfer_test.forced_output (tests only)
     int max_n = 16;
     ChatDefaults chat_defaults; // --default-chat-template-kwargs / --reasoning-effort
 };
 
-// The loopback names (localhost, 127.0.0.1, ::1) when `host` is a loopback address and there is no API key
-// (a browser page could otherwise reach the server by DNS rebinding); empty (any Host) otherwise.
-std::vector<std::string> default_allowed_hosts(const std::string& host, const std::string& api_key);
-
-// "Bearer KEY" with the scheme in any case (RFC 7235) and KEY equal to `api_key`, compared in constant time.
-bool authorization_matches(const std::string& header, const std::string& api_key);
-
-// The host name of a Host header value: "example.com:8000" -> "example.com", "[::1]:80" -> "::1",
-// lower-cased.
-std::string host_name_of(const std::string& host_header);
+// Who may call (http/access.h), for the CLI's flag handling.
+using http::authorization_matches;
+using http::default_allowed_hosts;
+using http::host_name_of;
 
 class HttpServer {
 public:
@@ -62,6 +62,9 @@ public:
     // in-flight requests finish for up to drain_timeout_ms, then ends the rest (streams with an error event
     // and [DONE]) and stops. Call from another thread than serve()'s; serve() then returns.
     void shutdown(const std::string& reason);
+    // From any thread, without blocking, e.g. a fatal backend error on the engine thread: runs
+    // shutdown(reason) on a thread of its own (the first call wins), so serve() returns once drained.
+    void request_shutdown(const std::string& reason);
     void stop();
 
     struct State;

@@ -121,6 +121,9 @@ std::string ServerMetrics::render(const EngineStats& engine) const {
     out += "deepinfer_prompt_tokens_total " + std::to_string(prompt_tokens_.load()) + "\n";
     header(out, "deepinfer_generation_tokens_total", "counter", "Tokens generated.");
     out += "deepinfer_generation_tokens_total " + std::to_string(generation_tokens_.load()) + "\n";
+    header(out, "deepinfer_tokenize_cancelled_total", "counter",
+           "Prompts whose rendering and tokenization was stopped: client gone, deadline, shutdown.");
+    out += "deepinfer_tokenize_cancelled_total " + std::to_string(tokenize_cancelled_.load()) + "\n";
     header(out, "deepinfer_time_to_first_token_seconds", "histogram", "Time to first token.");
     ttft_.render("deepinfer_time_to_first_token_seconds", out);
     header(out, "deepinfer_inter_token_latency_seconds", "histogram", "Time between output tokens.");

@@ -41,6 +41,7 @@ public:
     void observe_e2e(double s) { e2e_.observe(s); }
     void finished(const std::string& reason);
     void set_http_inflight(int n) { inflight_ = n; }
+    void count_tokenize_cancelled() { ++tokenize_cancelled_; } // client gone, deadline or stop
 
     std::string render(const EngineStats& engine) const;
 
@@ -51,6 +52,7 @@ private:
     std::atomic<uint64_t> prompt_tokens_{0};
     std::atomic<uint64_t> generation_tokens_{0};
     std::atomic<int> inflight_{0};
+    std::atomic<uint64_t> tokenize_cancelled_{0};
     Histogram ttft_;
     Histogram itl_;
     Histogram e2e_;

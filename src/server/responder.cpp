@@ -1,6 +1,7 @@
 #include "server/responder.h"
 
 #include "core/logging.h"
+#include "server/json_fields.h"
 
 namespace deepinfer::server {
 
@@ -11,6 +12,24 @@ Responder::Responder(HttpServer::State& s, std::string endpoint, std::unique_ptr
       last_write_(start_), last_token_(gen_->num_choices()) {
     Backend* b = &s.backend;
     token_text_ = [b](int32_t t) { return b->token_text(t); };
+}
+
+std::unique_ptr<Generation> start_generation(HttpServer::State& s, const char* endpoint,
+                                             const char* id_prefix, GenerationSpec spec, int prompt_tokens,
+                                             ResponseMeta& meta, httplib::Response& res) {
+    if (!s.admit(endpoint, res)) return nullptr;
+    meta = ResponseMeta{s.new_id(id_prefix), 0, s.model_name};
+    auto gen = std::make_unique<Generation>(s.backend, meta.id, std::move(spec));
+    if (core::Status st = gen->start(); !st.ok()) {
+        s.release();
+        s.send_error(endpoint, from_status(st), res);
+        return nullptr;
+    }
+    meta.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    s.metrics.add_prompt_tokens(prompt_tokens);
+    return gen;
 }
 
 void Responder::attach(httplib::Response& res) {
@@ -35,6 +54,13 @@ Usage Responder::usage() const {
 
 std::string Responder::error_event() const {
     return sse_event(json::parse(from_status(error_).to_json()));
+}
+
+std::string Responder::openai_finale(const std::function<json()>& body, const char* chunk_object) {
+    if (!stream_) return error_.ok() ? detail::dump_json(body()) : from_status(error_).to_json();
+    std::string buf = error_.ok() ? std::string() : error_event();
+    if (include_usage_) buf += sse_event(usage_chunk_json(meta_, chunk_object, usage()));
+    return buf + sse_done();
 }
 
 bool Responder::step(httplib::DataSink& sink) {

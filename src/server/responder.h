@@ -6,6 +6,7 @@
 // heartbeats before the JSON body.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ protected:
     Usage usage() const;
     const TokenText& token_text() const { return token_text_; }
     std::string error_event() const;
+    // The OpenAI finale: the JSON `body()` (or the error object), or when streaming the error event if any,
+    // the usage chunk (an object of `chunk_object`) when asked for, and [DONE].
+    std::string openai_finale(const std::function<json()>& body, const char* chunk_object);
 
     HttpServer::State& s_;
     std::string endpoint_;
@@ -56,5 +60,18 @@ private:
     bool started_ = false;
     bool completed_ = false;
 };
+
+// Admits `spec` (429 when the server is full) and starts it as one engine request; fills meta (an id from
+// id_prefix, created now) and counts its prompt tokens. Nullptr once the error was sent.
+std::unique_ptr<Generation> start_generation(HttpServer::State& s, const char* endpoint,
+                                             const char* id_prefix, GenerationSpec spec, int prompt_tokens,
+                                             ResponseMeta& meta, httplib::Response& res);
+
+// The chat pipeline up to a started Generation, for chat completions and /v1/messages alike: the request
+// checks, the prompt rendered and tokenized, max_tokens resolved, then start_generation(). n_prompt: the
+// prompt's tokens. Nullptr once the error was sent.
+std::unique_ptr<Generation> start_chat_generation(HttpServer::State& s, const char* endpoint,
+                                                  const char* id_prefix, ChatRequest& r, ResponseMeta& meta,
+                                                  int& n_prompt, httplib::Response& res);
 
 } // namespace deepinfer::server

@@ -192,30 +192,31 @@ json chat_delta_json(const ParsedDelta& d, bool first) {
     return delta;
 }
 
-json chat_chunk_json(const ResponseMeta& meta, int index, json delta,
-                     const std::optional<std::string>& finish, json logprobs) {
+namespace {
+// A stream chunk of one choice: its index, `key` (delta or text), logprobs and finish reason.
+json chunk_json(const ResponseMeta& meta, const char* object, int index, const char* key, json value,
+                const std::optional<std::string>& finish, json logprobs) {
     json choice = {{"index", index},
-                   {"delta", std::move(delta)},
+                   {key, std::move(value)},
                    {"logprobs", std::move(logprobs)},
                    {"finish_reason", finish_json(finish)}};
     return {{"id", meta.id},
-            {"object", "chat.completion.chunk"},
+            {"object", object},
             {"created", meta.created},
             {"model", meta.model},
             {"choices", json::array({choice})}};
 }
+} // namespace
+
+json chat_chunk_json(const ResponseMeta& meta, int index, json delta,
+                     const std::optional<std::string>& finish, json logprobs) {
+    return chunk_json(meta, "chat.completion.chunk", index, "delta", std::move(delta), finish,
+                      std::move(logprobs));
+}
 
 json text_chunk_json(const ResponseMeta& meta, int index, const std::string& text,
                      const std::optional<std::string>& finish, json logprobs) {
-    json choice = {{"index", index},
-                   {"text", text},
-                   {"logprobs", std::move(logprobs)},
-                   {"finish_reason", finish_json(finish)}};
-    return {{"id", meta.id},
-            {"object", "text_completion"},
-            {"created", meta.created},
-            {"model", meta.model},
-            {"choices", json::array({choice})}};
+    return chunk_json(meta, "text_completion", index, "text", text, finish, std::move(logprobs));
 }
 
 json usage_chunk_json(const ResponseMeta& meta, const char* object, const Usage& usage) {

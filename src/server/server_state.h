@@ -7,14 +7,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <httplib.h>
 
+#include "http/transport.h"
+#include "http/work_pool.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/http_server.h"
-#include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/request_parser.h"
 
@@ -31,10 +33,13 @@ struct HttpServer::State {
     std::atomic<bool> draining{false}; // shutting down: no new generation requests
     std::atomic<bool> cut{false};      // the drain timed out: streams end now with an error event
     std::atomic<uint64_t> next_id{1};
+    std::atomic<bool> shutdown_requested{false};
+    std::thread shutdown_thread; // request_shutdown()'s drain; joined by ~HttpServer
     long long start_time = 0;
-    int port = 0; // bound port
-    HttplibServer http;
-    std::unique_ptr<HttpTransport> transport; // accepts connections and runs http on them
+    int port = 0;                 // bound port
+    http::WorkPool tokenize_pool; // outlives the transport's workers, which wait on it
+    http::HttplibServer http;
+    std::unique_ptr<http::HttpTransport> transport; // accepts connections and runs http on them
 
     State(Backend& b, ServerConfig c);
     void send_error(const std::string& endpoint, const ApiError& e, httplib::Response& res);
@@ -48,14 +53,16 @@ struct HttpServer::State {
                                                std::optional<int32_t> asked, std::optional<int> cap,
                                                int& max_tokens) const;
     std::string new_id(const char* prefix);
+    // The backend's render_chat / tokenize on the tokenizing threads, cut short when the client leaves
+    // (Cancelled), the tokenize deadline passes or the queue is full (Unavailable, naming which).
+    core::Result<std::vector<int32_t>> render_chat(const ChatPrompt& prompt);
+    core::Result<std::vector<int32_t>> tokenize(std::string_view text);
+    core::Result<std::vector<int32_t>>
+    encode_off_thread(const std::function<core::Result<std::vector<int32_t>>()>& f);
     // What every generation request must pass before anything runs: the model name, test hooks enabled
     // when used, and a structured-output constraint the backend can compile.
     std::optional<ApiError> check_request(const CommonRequest& r) const;
 };
-
-// The engine side of a parsed chat request (chat completions and /v1/messages alike): sampling, the rendered
-// prompt, constraint, stops and the output parser's options (chat_handler.cpp). Moves the constraint out.
-GenerationSpec chat_generation_spec(ChatRequest& r, std::vector<int32_t> prompt, int max_tokens);
 
 // `body` is the whole request body, read within the size and time limits.
 void handle_chat(HttpServer::State& s, const std::string& body, httplib::Response& res);

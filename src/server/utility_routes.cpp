@@ -14,22 +14,24 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 
+// The body as a JSON object whose optional `model` is the served one.
+std::optional<ApiError> parse_utility_body(const HttpServer::State& s, const std::string& body, json& j) {
+    const std::string problem = json_shape_problem(body, s.limits);
+    j = problem.empty() ? json::parse(body, nullptr, false) : json(nullptr);
+    if (!problem.empty() || j.is_discarded() || !j.is_object())
+        return invalid_param("", problem.empty() ? "the body must be a JSON object" : problem);
+    if (!detail::present(j, "model")) return std::nullopt;
+    if (!j.at("model").is_string()) return invalid_param("model", "'model' must be a string");
+    if (j.at("model") != s.model_name) return unknown_model(j.at("model").get<std::string>());
+    return std::nullopt;
+}
+
 // vLLM: {"prompt": "..."} or {"messages": [...], "tools", "add_generation_prompt", thinking fields}; the
 // model is optional. Returns the ids a completions prompt / chat request of that shape is given.
 void handle_tokenize(HttpServer::State& s, const std::string& body, httplib::Response& res) {
     const char* kEndpoint = "/tokenize";
-    const std::string problem = json_shape_problem(body, s.limits);
-    json j = problem.empty() ? json::parse(body, nullptr, false) : json(nullptr);
-    if (!problem.empty() || j.is_discarded() || !j.is_object()) {
-        return s.send_error(
-            kEndpoint, invalid_param("", problem.empty() ? "the body must be a JSON object" : problem), res);
-    }
-    if (detail::present(j, "model")) {
-        if (!j.at("model").is_string())
-            return s.send_error(kEndpoint, invalid_param("model", "'model' must be a string"), res);
-        if (j.at("model") != s.model_name)
-            return s.send_error(kEndpoint, unknown_model(j.at("model").get<std::string>()), res);
-    }
+    json j;
+    if (auto e = parse_utility_body(s, body, j)) return s.send_error(kEndpoint, *e, res);
     const bool has_prompt = detail::present(j, "prompt"), has_messages = detail::present(j, "messages");
     if (has_prompt == has_messages) {
         return s.send_error(
@@ -40,7 +42,7 @@ void handle_tokenize(HttpServer::State& s, const std::string& body, httplib::Res
     if (has_prompt) {
         if (!j.at("prompt").is_string())
             return s.send_error(kEndpoint, invalid_param("prompt", "'prompt' must be a string"), res);
-        ids = s.backend.tokenize(j.at("prompt").get_ref<const std::string&>());
+        ids = s.tokenize(j.at("prompt").get_ref<const std::string&>());
         if (!ids.ok()) return s.send_error(kEndpoint, from_status(ids.status(), "prompt"), res);
     } else {
         // The chat request parser validates messages, tools and thinking fields exactly as for generation.
@@ -57,7 +59,7 @@ void handle_tokenize(HttpServer::State& s, const std::string& body, httplib::Res
         if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
         ChatRequest& r = std::get<ChatRequest>(parsed);
         r.prompt.add_generation_prompt = add_generation_prompt;
-        ids = s.backend.render_chat(r.prompt);
+        ids = s.render_chat(r.prompt);
         if (!ids.ok()) return s.send_error(kEndpoint, from_status(ids.status(), "messages"), res);
     }
     json out = {{"count", ids->size()}, {"max_model_len", s.backend.context_length()}, {"tokens", *ids}};
@@ -78,18 +80,8 @@ void handle_tokenize(HttpServer::State& s, const std::string& body, httplib::Res
 // vLLM: {"tokens": [ids]} -> {"prompt": text}.
 void handle_detokenize(HttpServer::State& s, const std::string& body, httplib::Response& res) {
     const char* kEndpoint = "/detokenize";
-    const std::string problem = json_shape_problem(body, s.limits);
-    json j = problem.empty() ? json::parse(body, nullptr, false) : json(nullptr);
-    if (!problem.empty() || j.is_discarded() || !j.is_object()) {
-        return s.send_error(
-            kEndpoint, invalid_param("", problem.empty() ? "the body must be a JSON object" : problem), res);
-    }
-    if (detail::present(j, "model")) {
-        if (!j.at("model").is_string())
-            return s.send_error(kEndpoint, invalid_param("model", "'model' must be a string"), res);
-        if (j.at("model") != s.model_name)
-            return s.send_error(kEndpoint, unknown_model(j.at("model").get<std::string>()), res);
-    }
+    json j;
+    if (auto e = parse_utility_body(s, body, j)) return s.send_error(kEndpoint, *e, res);
     if (!detail::present(j, "tokens") || !j.at("tokens").is_array())
         return s.send_error(kEndpoint, invalid_param("tokens", "'tokens' must be a list of token ids"), res);
     const json& toks = j.at("tokens");

@@ -1,6 +1,7 @@
 #include "tokenizer/pre_tokenizer.h"
 
 #include "core/check.h"
+#include "tokenizer/cancel.h"
 
 namespace deepinfer::tokenizer {
 
@@ -13,7 +14,14 @@ public:
 
     void apply(PreTokenizeState& st) const override {
         st.next.clear();
-        for (std::string_view piece : st.pieces) split_one(piece, st);
+        std::size_t since_check = 0;
+        for (std::string_view piece : st.pieces) {
+            split_one(piece, st);
+            if ((since_check += piece.size()) >= kCancelCheckBytes) { // cancel.h: the rest is dropped
+                since_check = 0;
+                if (encode_cancelled()) break;
+            }
+        }
         st.pieces.swap(st.next);
     }
 

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "tokenizer/cancel.h"
 #include "tokenizer/split_matcher.h"
 #include "tokenizer/utf8.h"
 
@@ -101,8 +102,12 @@ void Regex::find_all(std::string_view subject, std::vector<Match>& out) const {
     }
     ThreadScratch& s = scratch();
     const auto* subj = reinterpret_cast<PCRE2_SPTR>(subject.data());
-    std::size_t pos = 0;
+    std::size_t pos = 0, next_check = kCancelCheckBytes;
     while (pos <= subject.size()) {
+        if (pos >= next_check) { // a huge subject: stop early when the encode is cancelled (cancel.h)
+            if (encode_cancelled()) return;
+            next_check = pos + kCancelCheckBytes;
+        }
         int rc;
         if (impl_->jit) {
             rc = pcre2_jit_match(impl_->code, subj, subject.size(), pos, PCRE2_NO_UTF_CHECK, s.md, s.mctx);

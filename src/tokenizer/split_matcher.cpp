@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "tokenizer/cancel.h"
 #include "tokenizer/utf8.h"
 
 namespace deepinfer::tokenizer {
@@ -500,8 +501,12 @@ void SplitMatcher::compute_first_classes() {
 }
 
 void SplitMatcher::find_all(std::string_view s, std::vector<Span>& out) const {
-    std::size_t pos = 0;
+    std::size_t pos = 0, next_check = kCancelCheckBytes;
     while (pos <= s.size()) {
+        if (pos >= next_check) { // a huge subject: stop early when the encode is cancelled (cancel.h)
+            if (encode_cancelled()) return;
+            next_check = pos + kCancelCheckBytes;
+        }
         std::size_t start = pos, end = kNoMatch;
         while (start < s.size()) {
             std::size_t len = 1;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "tokenizer/cancel.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
 
@@ -119,7 +120,14 @@ void Tokenizer::encode_segment(std::string_view text, std::vector<TokenId>& out)
     st.arena.clear();
     st.pieces.push_back(text);
     im.pre_tokenizer->apply(st);
-    for (std::string_view piece : st.pieces) im.tokenize(piece, out);
+    std::size_t since_check = 0;
+    for (std::string_view piece : st.pieces) {
+        im.tokenize(piece, out);
+        if ((since_check += piece.size()) >= kCancelCheckBytes) { // cancel.h
+            since_check = 0;
+            if (encode_cancelled()) break;
+        }
+    }
     // The scratch keeps its capacity for the next call, up to a bound: a 10 MiB prompt grows it to
     // ~190 MiB, which must not stay resident in this (HTTP worker) thread after the request.
     constexpr std::size_t kKeepPieces = 1 << 16; // ~1 MiB of string_views

@@ -63,6 +63,9 @@ TEST(EngineSampling, SeededRequestsAreBatchInvariant) {
         std::vector<Request> reqs = crowd;
         reqs.insert(reqs.begin() + variant * 10, mine.begin(), mine.end());
         EngineConfig c = variant == 2 ? config(24, 8, 16) : config(200, 16, variant == 0 ? 64 : 512);
+        // A step's rows are sampled on the engine's pool (variant 0: one thread, in order; 1 and 2: rows
+        // split over 2 and 3 threads), with the same tokens.
+        c.num_threads = 1 + variant;
         RunResult r = run(c, reqs);
         ASSERT_TRUE(r.ok);
         for (const Request& q : mine)

@@ -224,6 +224,11 @@ FakeBackend::FakeBackend(FakeBackendConfig config) : config_(config), impl_(std:
 FakeBackend::~FakeBackend() = default;
 
 core::Result<std::vector<int32_t>> FakeBackend::tokenize(std::string_view text) const {
+    if (config_.tokenizer) {
+        std::vector<int32_t> ids = config_.tokenizer->encode(text);
+        for (int32_t& id : ids) id %= 256;
+        return ids;
+    }
     std::vector<int32_t> ids;
     ids.reserve(text.size());
     for (size_t i = 0; i < text.size(); ++i) {

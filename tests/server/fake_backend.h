@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "server/backend.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deepinfer::server {
 
@@ -20,6 +21,9 @@ struct FakeBackendConfig {
     int step_delay_us = 1000; // simulated time per engine step
     int kv_capacity_tokens = 1 << 20;
     double eos_probability = 0.0; // chance per token to end with EOS (finish "stop")
+    // Set: tokenize() runs this real tokenizer (ids folded into the fake vocabulary), for tests of what
+    // tokenizing a huge prompt costs.
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
 };
 
 class FakeBackend : public Backend {

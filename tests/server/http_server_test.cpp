@@ -261,6 +261,17 @@ TEST_F(HttpServerTest, ShutdownDrainsThenEndsStreamsWithAnErrorAndDone) {
     EXPECT_EQ(backend_->live_requests(), 0);
 }
 
+TEST_F(HttpServerTest, RequestShutdownFromAnyThreadDrainsAndStopsServe) {
+    start();
+    ASSERT_EQ(client_->Get("/health")->status, 200);
+    std::thread([this] { server_->request_shutdown("test: a fatal backend error"); }).join();
+    server_->request_shutdown("a second request is a no-op");
+    thread_.join(); // serve() returned: nothing was in flight, so the drain is immediate
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(1);
+    EXPECT_FALSE(c.Get("/health"));
+}
+
 TEST_F(HttpServerTest, WrongMethodIs405WithAllow) {
     start();
     auto r = client_->Get("/v1/chat/completions");

@@ -1,10 +1,10 @@
 #pragma once
-// The HTTP server's connection handling. One epoll thread accepts every connection and holds it until its
-// request header has fully arrived (peeked with MSG_PEEK, so nothing is consumed), then hands it to a
-// worker thread, which runs cpp-httplib's request processing (routing, handlers, streaming) on it. A
-// kept-alive connection comes back to the epoll thread between requests. So a slow or idle client costs
-// a file descriptor, not a thread: /health and real requests keep being served with thousands of
-// trickling connections open, and a thread is taken only by a request that is ready to run.
+// Generic HTTP/1.1 connection handling (it knows nothing of what is served). One epoll thread accepts every
+// connection and holds it until its request header has fully arrived (peeked with MSG_PEEK, so nothing is
+// consumed), then hands it to a worker thread, which runs cpp-httplib's request processing (routing,
+// handlers, streaming) on it. A kept-alive connection comes back to the epoll thread between requests. So a
+// slow or idle client costs a file descriptor, not a thread: /health and real requests keep being served with
+// thousands of trickling connections open, and a thread is taken only by a request that is ready to run.
 //
 // Deadlines: a header must arrive within header_timeout_ms of the connection's first byte (else 408 and
 // the connection is closed); a fresh connection that sends nothing, or a kept-alive one left idle, is
@@ -15,7 +15,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,7 +25,7 @@
 
 #include "core/status.h"
 
-namespace deepinfer::server {
+namespace deepinfer::http {
 
 struct TransportConfig {
     int max_workers = 512; // requests served at once (a stream holds its worker to the end)
@@ -34,6 +36,9 @@ struct TransportConfig {
     int write_timeout_ms = 60000;
     size_t max_header_bytes = 16384; // request line + headers; larger -> 431
     int max_requests_per_connection = 1000;
+    // The body of an error the transport answers itself (408 header timeout, 431 header too large), in the
+    // served protocol's shape; unset: a plain-text message.
+    std::function<std::string(int status, const std::string& message, const std::string& code)> error_body;
 };
 
 // cpp-httplib's server driven by HttpTransport rather than by its own accept loop and thread pool (which
@@ -45,6 +50,10 @@ public:
     bool serve_request(httplib::Stream& strm, bool close_connection, bool& connection_closed) {
         return process_request(strm, close_connection, connection_closed, nullptr);
     }
+    // Binds host:port (0: any free port) with a deep listen backlog and SO_REUSEADDR only (httplib's
+    // SO_REUSEPORT would let a second server share the port and take most of its connections); raises the
+    // open-file limit to the hard limit, since every connection is a descriptor. Returns the port.
+    core::Result<int> bind_listener(const std::string& host, int port);
     int listen_socket() const { return svr_sock_; }
     // Closes the listening socket; httplib's streaming loops (which poll for it) then end at their next
     // chunk.
@@ -66,6 +75,10 @@ public:
 
     // Connections open (waiting for a header, queued or being served); for tests and logs.
     int open_connections() const { return open_.load(); }
+
+    // On a worker thread, while it serves a request: true once the client has closed or reset the
+    // connection (a handler doing long work before it writes checks this). False on any other thread.
+    static bool client_gone();
 
 private:
     struct Job {
@@ -98,4 +111,4 @@ private:
     bool workers_stop_ = false;
 };
 
-} // namespace deepinfer::server
+} // namespace deepinfer::http

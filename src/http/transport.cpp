@@ -1,4 +1,4 @@
-#include "server/http_transport.h"
+#include "http/transport.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -12,13 +12,13 @@
 #include <string_view>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/logging.h"
-#include "server/api_error.h"
 
-namespace deepinfer::server {
+namespace deepinfer::http {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -176,17 +176,47 @@ long long body_length(std::string_view header) {
 }
 
 // A best-effort error response on a connection about to be closed (the socket is non-blocking).
-void send_error_and_close(int fd, int status, const char* reason, const std::string& message,
-                          const char* code) {
-    std::string body = ApiError{status, "invalid_request_error", message, "", code}.to_json();
+void send_error_and_close(const TransportConfig& c, int fd, int status, const char* reason,
+                          const std::string& message, const char* code) {
+    const bool shaped = static_cast<bool>(c.error_body);
+    std::string body = shaped ? c.error_body(status, message, code) : message + "\n";
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                       "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                       std::to_string(body.size()) + "\r\n\r\n";
+                       "\r\nContent-Type: " + (shaped ? "application/json" : "text/plain") +
+                       "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
     std::string all = head + body;
     (void)::send(fd, all.data(), all.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(fd, SHUT_WR);
 }
 } // namespace
+
+core::Result<int> HttplibServer::bind_listener(const std::string& host, int port) {
+    rlimit fds{};
+    if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
+        fds.rlim_cur = fds.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &fds);
+    }
+    // httplib listens with a backlog of 5, which resets connections when hundreds arrive at once: catch the
+    // listening socket as it is created and listen again with a deep backlog.
+    auto reuse_addr = [](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    };
+    int listen_fd = -1;
+    set_socket_options([&](socket_t sock) {
+        reuse_addr(sock);
+        if (listen_fd < 0) listen_fd = sock;
+    });
+    if (port == 0) {
+        port = bind_to_any_port(host);
+        if (port < 0) return core::unavailable("cannot bind " + host + " to a free port");
+    } else if (!bind_to_port(host, port)) {
+        return core::unavailable("cannot bind " + host + ":" + std::to_string(port) +
+                                 " (is another server using the port?)");
+    }
+    set_socket_options(reuse_addr);
+    if (listen_fd >= 0 && ::listen(listen_fd, 4096) != 0) return core::unavailable("listen() failed");
+    return port;
+}
 
 void HttplibServer::close_listen_socket() {
     int sock = svr_sock_.exchange(INVALID_SOCKET);
@@ -294,7 +324,7 @@ core::Status HttpTransport::run() {
                 if (!w.active || now < w.deadline) continue;
                 ::epoll_ctl(epfd, EPOLL_CTL_DEL, static_cast<int>(fd), nullptr);
                 if (w.started) {
-                    send_error_and_close(static_cast<int>(fd), 408, "Request Timeout",
+                    send_error_and_close(config_, static_cast<int>(fd), 408, "Request Timeout",
                                          "request header not received within " +
                                              std::to_string(config_.header_timeout_ms) + " ms",
                                          "request_timeout");
@@ -373,7 +403,7 @@ void HttpTransport::on_readable(int fd, int epfd, std::vector<Waiting>& waiting)
     if (static_cast<size_t>(n) > config_.max_header_bytes) {
         ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
         w.active = false;
-        send_error_and_close(fd, 431, "Request Header Fields Too Large",
+        send_error_and_close(config_, fd, 431, "Request Header Fields Too Large",
                              "request header larger than " + std::to_string(config_.max_header_bytes) +
                                  " bytes",
                              "header_too_large");
@@ -413,8 +443,22 @@ void HttpTransport::worker() {
     }
 }
 
+namespace {
+thread_local int t_serving_fd = -1; // the connection this worker thread is serving
+} // namespace
+
+bool HttpTransport::client_gone() {
+    if (t_serving_fd < 0) return false;
+    pollfd p{t_serving_fd, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 void HttpTransport::serve(const Job& job) {
     ConnectionStream strm(job.fd, job.header_bytes, config_);
+    struct Serving {
+        explicit Serving(int fd) { t_serving_fd = fd; }
+        ~Serving() { t_serving_fd = -1; }
+    } serving(job.fd);
     const bool last = stop_ || job.served + 1 >= config_.max_requests_per_connection;
     bool closed = false;
     const bool ok = http_.serve_request(strm, last, closed);
@@ -434,4 +478,4 @@ void HttpTransport::serve(const Job& job) {
     (void)!::write(wake_fd_, &one, sizeof(one));
 }
 
-} // namespace deepinfer::server
+} // namespace deepinfer::http
