@@ -119,6 +119,15 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
 
     float* o = ws.take<float>(T * H * d); // [T, H, d]
     std::fill_n(o, T * H * d, 0.0f);
+    // CP: this rank's partials over its blocks, merged after the loop (context_parallel.h).
+    const CpShard* cp = ctx.cp && ctx.cp->active() ? ctx.cp : nullptr;
+    float *lse_max = nullptr, *lse_sum = nullptr;
+    if (cp) {
+        lse_max = ws.take<float>(T * H); // [T, H]
+        lse_sum = ws.take<float>(T * H); // [T, H]
+        std::fill_n(lse_max, T * H, -INFINITY);
+        std::fill_n(lse_sum, T * H, 0.0f);
+    }
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     for (const SequenceChunk& ch : batch.chunks) {
         if (ch.is_padding || ch.num_tokens == 0) continue;
@@ -165,8 +174,25 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
         ap.topk = topk;
         ap.o = o + t0 * H * d;
         ap.o_ld = H * d;
+        if (cp) {
+            const int64_t n_blocks = static_cast<int64_t>(ch.block_table.size());
+            uint8_t* owned = ws.take<uint8_t>(n_blocks); // [blocks of the sequence]
+            cp_owned_blocks(*cp, n_blocks, owned);
+            ap.owned_blocks = owned;
+            if (cp->rank() != 0) ap.sink = nullptr; // the sink joins one partial only
+            ap.lse_max = lse_max + t0 * H;
+            ap.lse_sum = lse_sum + t0 * H;
+        }
         be.sparse_attention(ap);
-        be.rope(rope_params(*ctx.rope, o + t0 * H * d, n, H, d, pos + t0, /*inverse=*/true));
+        if (!cp) be.rope(rope_params(*ctx.rope, o + t0 * H * d, n, H, d, pos + t0, /*inverse=*/true));
+    }
+    if (cp) { // every rank, every layer, whatever its chunks: the merge is a collective
+        cp_merge_partials(be, *cp, o, H * d, lse_max, lse_sum, T, H, d);
+        for (const SequenceChunk& ch : batch.chunks) {
+            if (ch.is_padding || ch.num_tokens == 0) continue;
+            const int64_t t0 = ch.token_offset;
+            be.rope(rope_params(*ctx.rope, o + t0 * H * d, ch.num_tokens, H, d, pos + t0, /*inverse=*/true));
+        }
     }
     if (indexer_topk && w.has_indexer) std::copy_n(picks, T * topk, indexer_topk);
 

@@ -32,6 +32,10 @@ DeepseekV4Model::DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, Mode
         tp_.group = shard_.tp;
         tp_.status = &ep_status_;
     }
+    if (shard_.cp && shard_.cp->size() > 1) {
+        cp_.group = shard_.cp;
+        cp_.status = &ep_status_;
+    }
 }
 
 core::Result<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::string& dir,
@@ -110,7 +114,8 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     const int64_t moe_ep = moe_shard_.group ? moe + moe_shard_floats_per_token(c) : moe;
     // TP: the gathered heads or groups and wo_b's rows (tensor_parallel.h), and the LM head's vocabulary
     // rows of up to max_num_seqs sequences.
-    const int64_t attn_tp = tp_.active() ? attn + 3 * (H * d + G * R + D) : attn;
+    int64_t attn_tp = tp_.active() ? attn + 3 * (H * d + G * R + D) : attn;
+    attn_tp += cp_merge_floats(cp_.size(), H, d); // CP: the partials' max / sum and the merge's gather
     const int64_t per_token = model_level + layer + std::max(attn_tp, moe_ep);
     const int64_t head_tp =
         tp_.active() ? 3 * static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * c.vocab_size : 0;
@@ -119,7 +124,12 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     const int64_t scratch =
         32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 3) + E + 1;
     const int64_t takes = 64; // buffers live at once (alignment slack each)
-    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp) + takes * 128;
+    // CP: each sequence's owned-block flags (one byte per block-table entry, a take per chunk).
+    const int64_t bs = cache_.initialized() ? cache_.block_size() : 1;
+    const int64_t cp_flags =
+        cp_.active() ? static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * (max_pos / bs + 1 + 128)
+                     : 0;
+    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp) + takes * 128 + cp_flags;
 }
 
 void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
@@ -264,6 +274,7 @@ void DeepseekV4Model::run(const ForwardBatch& b, float* logits) {
         lctx.moe = &moe_refs_[l];
         lctx.moe_shard = moe_shard_.group ? &moe_shard_ : nullptr;
         lctx.tp = tp_.active() ? &tp_ : nullptr;
+        lctx.cp = cp_.active() ? &cp_ : nullptr;
         LayerProbeOut probe;
         if (probes_) {
             if (weights_.layers[l].attn.has_indexer) {

@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "model/causal_lm.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/context_parallel.h"
 #include "model/deepseek_v4/kv_cache.h"
 #include "model/deepseek_v4/model_weights.h"
 #include "model/deepseek_v4/moe.h"
@@ -25,10 +26,13 @@ namespace deepinfer::model::deepseek_v4 {
 //  * moe: the routed experts split over these ranks in contiguous ranges (rank r of n: [r*E/n, (r+1)*E/n)),
 //    the last rank the shared expert too (expert parallelism; with TP, the tp x ep ranks of the MoE group).
 //  * tp: attention heads, wo_b rows and the vocabulary split over these ranks (tensor_parallel.h).
+//  * cp: the sequences' KV blocks owned round-robin by these ranks, attention partials merged over them
+//    (context_parallel.h); with EP on CP the same ranks are the moe group.
 // Communicators outlive the model; nullptr or one rank = not split.
 struct ShardSpec {
     parallel::Communicator* moe = nullptr;
     parallel::Communicator* tp = nullptr;
+    parallel::Communicator* cp = nullptr;
     uint64_t stats_interval = 0; // EP load statistics every N steps (0 = none)
 };
 
@@ -66,6 +70,8 @@ public:
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
     const weights::Checkpoint& checkpoint() const { return *ckpt_; }
+    // The paged KV state (tests inspect and poison it; with CP a rank reads only its own blocks).
+    KvCache& kv_cache() { return cache_; }
     kernels::Backend& backend() { return *backend_; }
     // Swap the backend (a device one, or a test's decorator). Drops the KV state: call init_kv_cache after.
     void set_backend(std::unique_ptr<kernels::Backend> backend);
@@ -89,6 +95,7 @@ private:
     ShardSpec shard_;
     MoeShard moe_shard_;
     TpShard tp_;
+    CpShard cp_;
     core::Status ep_status_; // the first collective failure of a forward
     std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
     RuntimeSpec runtime_;
