@@ -126,6 +126,9 @@ struct CompressorParams {
     float* ov_gate = nullptr;   // [m, width]
     PagedEntries out;           // where entries go (width, ratio, block_size, block_table)
     float* snapshots = nullptr; // [blocks, 2, m, width] (coff 2)
+    // The snapshots' block table when it differs from out's (context parallelism stores entries per rank
+    // but snapshots on every rank); nullptr = out.block_table.
+    const int32_t* snapshot_block_table = nullptr;
 };
 
 // The lightning indexer for n queries of one sequence at positions start_pos + i: score(w) =

@@ -3,9 +3,10 @@
 // the CP group, tokens replicated, one all-reduce) and TP 2 x CP N/2. Rank 0 drives the sharded model
 // through LeaderLm and runs the unsharded model in-process on the same batches; the other ranks follow.
 // CP changes the grouping of the softmax sums (per rank, then merged), so logits are compared with a bound
-// and the greedy tokens must be equal; the largest deviation is printed. A second test poisons (NaN) every
-// KV block a rank does not own after the prefill: the decode must stay finite and equal, which shows each
-// rank reads only its own window rows and compressed entries.
+// and the greedy tokens must be equal; the largest deviation is printed. Lockstep tests check that a rank
+// stores only its blocks' raw rows and attention entries (the KV bytes per rank, and NaN written where the
+// other ranks' blocks would be changes nothing) and that a sequence forked onto blocks of other owners
+// (copy_block between owners: a broadcast) continues exactly like one process's.
 
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step_sync.h"
@@ -151,10 +152,12 @@ TEST_P(MpiCp, GreedyTokensEqualOneProcess) {
     EXPECT_TRUE(s.ok()) << s.to_string();
 }
 
-// Lockstep (every rank drives its shard with the same batches): after a 40-token prefill, every rank fills
-// the raw rows and attention entries of the blocks it does not own with NaN. Decoding on must give finite
-// logits, equal on every rank bit for bit, and the one-process tokens. (The indexer's keys are not poisoned:
-// every rank scores every entry, docs/parallelism.md.)
+// Lockstep (every rank drives its shard with the same batches): a rank's split stores hold only its blocks
+// (plus one trash block for the writes meant for other ranks), so its KV bytes are below one process's.
+// After a 40-token prefill every rank fills the raw rows and attention entries of the blocks it does not
+// own with NaN (they land in the trash block). Decoding on must give finite logits, equal on every rank bit
+// for bit, and the one-process tokens. (The indexer's keys are whole on every rank: every rank scores
+// every entry, docs/parallelism.md.)
 TEST_P(MpiCp, RanksReadOnlyTheirOwnBlocks) {
     if (layout().tp != 1 || layout().ep_on_cp) GTEST_SKIP() << "one layout is enough";
     CpRun run(model(), layout());
@@ -185,6 +188,15 @@ TEST_P(MpiCp, RanksReadOnlyTheirOwnBlocks) {
     const ModelConfig& c = run.shard_->config();
     KvCache& cache = run.shard_->kv_cache();
     const int cp = run.groups_.cp->size(), me = run.groups_.cp->rank();
+    EXPECT_EQ(cache.local_blocks(), (cache.num_blocks() - me + cp - 1) / cp + 1);
+    if (run.ref_) {
+        const KvCache& whole = run.ref_->kv_cache();
+        EXPECT_EQ(whole.local_blocks(), whole.num_blocks());
+        EXPECT_LT(cache.bytes(), whole.bytes());
+        std::printf("[cp] %s cp %d: KV bytes on rank 0 %lld of one process's %lld (%d blocks of %d)\n",
+                    model().c_str(), cp, static_cast<long long>(cache.bytes()),
+                    static_cast<long long>(whole.bytes()), cache.local_blocks(), whole.num_blocks());
+    }
     const float nan = std::numeric_limits<float>::quiet_NaN();
     int64_t poisoned = 0;
     for (int64_t j = 0; j < static_cast<int64_t>(blocks.size()); ++j) {
@@ -217,6 +229,60 @@ TEST_P(MpiCp, RanksReadOnlyTheirOwnBlocks) {
         if (b) {
             EXPECT_LT(max_abs_diff(la, lb), kLogitTolerance) << "step " << step;
         }
+    }
+}
+
+// Lockstep: sequence A (slot 0) prefills 37 tokens, then is forked into slot 1 on blocks whose owners
+// differ from A's (copy_block between owners is a broadcast from the source's owner, deferred to the next
+// forward) and both continue greedily: logits within the bound of one process doing the same.
+TEST_P(MpiCp, ForkOntoOtherOwnersBlocksContinuesExactly) {
+    if (layout().tp != 1 || layout().ep_on_cp) GTEST_SKIP() << "one layout is enough";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const Goldens g(model());
+    std::vector<int32_t> ids = g.ids("prompt.7.ids");
+    ids.resize(37); // a partial last block
+    const int cp = run.groups_.cp->size();
+    std::vector<int32_t> blocks_a, blocks_b;
+    for (int32_t j = 0; j < 8; ++j) {
+        blocks_a.push_back(j);
+        blocks_b.push_back(9 + j); // owner (9 + j) % cp != j % cp
+        ASSERT_NE((9 + j) % cp, j % cp);
+    }
+    std::vector<CausalLm*> lms = {run.shard_.get()};
+    if (run.ref_) lms.push_back(run.ref_.get());
+    std::vector<std::vector<float>> last(lms.size());
+    for (size_t m = 0; m < lms.size(); ++m) {
+        CausalLm* lm = lms[m];
+        ASSERT_TRUE(lm->configure_runtime({64, 2}).ok());
+        ASSERT_TRUE(lm->init_kv_cache({kBlockSize, 20, 2}).ok());
+        SequenceRunner a(lm, 0, blocks_a), b(lm, 1, blocks_b, 1);
+        std::vector<float> la, lb;
+        ASSERT_TRUE(a.feed(ids, 0, false, &la).ok());
+        for (int64_t j = 0; j < 5; ++j) lm->copy_block(blocks_a[j], blocks_b[j]);
+        lm->copy_slot(0, 1);
+        b.advance(static_cast<int64_t>(ids.size()));
+        lb = la;
+        const int64_t V = lm->vocab_size();
+        for (int step = 0; step < 6; ++step) {
+            const int32_t ta = argmax(la.data(), V);
+            // The fork takes the runner-up so the two sequences differ from the first step.
+            std::vector<float> masked = lb;
+            if (step == 0) masked[argmax(lb.data(), V)] = -INFINITY;
+            const int32_t tb = argmax(masked.data(), V);
+            ASSERT_TRUE(a.feed({ta}, 0, false, &la).ok());
+            ASSERT_TRUE(b.feed({tb}, 0, false, &lb).ok());
+            last[m].insert(last[m].end(), la.begin(), la.end());
+            last[m].insert(last[m].end(), lb.begin(), lb.end());
+        }
+    }
+    for (float v : last[0]) ASSERT_TRUE(std::isfinite(v));
+    if (run.ref_) {
+        const double diff = max_abs_diff(last[0], last[1]);
+        EXPECT_LT(diff, kLogitTolerance);
+        std::printf("[cp] %s cp %d fork across owners: max |logit - one process| = %.3g\n", model().c_str(),
+                    cp, diff);
     }
 }
 

@@ -7,10 +7,6 @@
 
 namespace deepinfer::model::deepseek_v4 {
 
-void cp_owned_blocks(const CpShard& cp, int64_t n_blocks, uint8_t* owned) {
-    for (int64_t j = 0; j < n_blocks; ++j) owned[j] = cp.owns(j) ? 1 : 0;
-}
-
 void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_t o_ld, const float* mx,
                        const float* sum, int64_t T, int64_t H, int64_t d) {
     const int64_t n = cp.size(), row = H * (d + 2); // per token: o [H, d], then max [H], sum [H]

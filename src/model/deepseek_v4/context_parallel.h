@@ -1,9 +1,9 @@
 #pragma once
 // Context parallelism (CP, docs/parallelism.md "Context parallelism"). Tokens and queries are replicated over
-// the CP group; a sequence's KV blocks are owned round-robin (block-table index j belongs to CP rank
-// j % cp), each rank's sparse attention reads only its blocks (and rank 0 alone adds the sink), and the
-// per-head partials (max logit, sum of exp, normalised output) are all-gathered and merged by log-sum-exp in
-// rank order, so every rank of the group ends with the same bits.
+// the CP group; KV blocks are owned round-robin (block g's raw rows and attention entries live on CP rank
+// g % cp, kv_cache.h), each rank's sparse attention reads only its blocks (and rank 0 alone adds the sink),
+// and the per-head partials (max logit, sum of exp, normalised output) are all-gathered and merged by
+// log-sum-exp in rank order, so every rank of the group ends with the same bits.
 
 #include <cstdint>
 
@@ -20,12 +20,7 @@ struct CpShard {
     bool active() const { return group != nullptr && group->size() > 1; }
     int64_t rank() const { return group ? group->rank() : 0; }
     int64_t size() const { return group ? group->size() : 1; }
-    // Whether this rank owns block-table index j of a sequence.
-    bool owns(int64_t j) const { return j % size() == rank(); }
 };
-
-// owned [n_blocks]: 1 where this rank owns block-table index j.
-void cp_owned_blocks(const CpShard& cp, int64_t n_blocks, uint8_t* owned);
 
 // Merges this rank's partials with the group's, in place on every rank:
 //   o [T, H, d] (row stride o_ld) normalised by its own sum, mx / sum [T, H] (from SparseAttentionParams'

@@ -54,7 +54,9 @@ public:
     void set_thread_pool(core::ThreadPool* pool) override;
     kernels::Profiler* profiler() override { return &backend_->profiler(); }
     core::Status forward(const ForwardBatch& batch, float* logits) override;
-    void copy_block(int32_t src, int32_t dst) override { cache_.copy_block(src, dst); }
+    // With CP a copy between blocks of two owners is a broadcast over the CP group, so every copy is
+    // deferred to the start of the next forward, where every rank (leader and followers) runs them in order.
+    void copy_block(int32_t src, int32_t dst) override;
     void copy_slot(int32_t src, int32_t dst) override { cache_.copy_slot(src, dst); }
 
     // Every rank, after every forward, with the leader's step counter (never a rank-local count): the EP
@@ -83,6 +85,7 @@ private:
                     const ShardSpec& shard, ExpertRange experts);
     core::Status validate(const ForwardBatch& batch) const;
     void run(const ForwardBatch& batch, float* logits);
+    void run_pending_copies();
 
     std::unique_ptr<weights::Checkpoint> ckpt_;
     ModelConfig config_;
@@ -96,7 +99,8 @@ private:
     MoeShard moe_shard_;
     TpShard tp_;
     CpShard cp_;
-    core::Status ep_status_; // the first collective failure of a forward
+    std::vector<std::pair<int32_t, int32_t>> pending_copies_; // CP: block copies for the next forward
+    core::Status ep_status_;                                  // the first collective failure of a forward
     std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
     RuntimeSpec runtime_;
     // validate()'s scratch, sized once (no allocation while a step's size is unchanged).
