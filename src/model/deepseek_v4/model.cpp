@@ -149,6 +149,7 @@ void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
 void DeepseekV4Model::set_backend(std::unique_ptr<kernels::Backend> backend) {
     DI_CHECK(backend != nullptr);
     cache_ = KvCache();
+    pending_copies_.clear();
     backend_ = std::move(backend);
     if (runtime_.max_num_batched_tokens > 0)
         backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
