@@ -6,7 +6,8 @@
 #     values must match too), plus one sampled line with n = 2 (a slot fork, replayed by the followers);
 #   * one prompt (--prompt-ids-file): the longest golden prompt, greedy, chunked prefill.
 # With --cp the logprobs may differ in the last bits (the attention merge regroups sums): they must agree
-# within 1e-4, everything else (tokens, finish reasons) exactly.
+# within 1e-4 (DI_CP_LOGPROB_TOL overrides it: tiny-v41-fp8, whose cache fake-quant turns last bits into a
+# quantization step at a rounding boundary), everything else (tokens, finish reasons) exactly.
 # Bounded: every run is under `timeout`.
 #   generate_test.sh MPIRUN DEEPINFER MODEL_DIR GOLDENS NP "LAYOUT FLAGS" [mpirun transport args...]
 set -euo pipefail
@@ -50,15 +51,15 @@ run_both() { # NAME GENERATE_ARGS...: the single-process and the EP run, outputs
         >"$dir/$name.ep" 2>"$dir/$name.ep.err" || { echo "FAIL: mpirun -np $np ${layout[*]} $name"; cat "$dir/$name.ep.err"; exit 1; }
     if [ "$approx" = 1 ]; then
         # CP merges attention partials in another grouping (docs/parallelism.md): tokens and everything
-        # else equal, logprobs within 1e-4.
-        python3 - "$dir/$name.one" "$dir/$name.ep" <<'PY' || { echo "FAIL: $name: ${layout[*]} output differs from one process"; exit 1; }
+        # else equal, logprobs within 1e-4 (or DI_CP_LOGPROB_TOL).
+        python3 - "$dir/$name.one" "$dir/$name.ep" "${DI_CP_LOGPROB_TOL:-1e-4}" <<'PY' || { echo "FAIL: $name: ${layout[*]} output differs from one process"; exit 1; }
 import json, sys
-worst = 0.0
+worst, tol = 0.0, float(sys.argv[3])
 def same(a, b, key=""):
     global worst
     if isinstance(a, float) and isinstance(b, (int, float)) and key == "logprob":
         worst = max(worst, abs(a - b))
-        return abs(a - b) < 1e-4
+        return abs(a - b) < tol
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k], k) for k in a)
     if isinstance(a, list) and isinstance(b, list):

@@ -172,7 +172,25 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     ap.topk = c.index_topk;
     ap.o = o.data();
     ap.o_ld = H * d;
+    // Context parallelism: this rank's partial over the blocks it owns (block g on CP rank g % cp; the
+    // sink on rank 0 only), merged over the CP group by log-sum-exp in rank order (V4's
+    // context_parallel.h). Picks and window rows are the same on every rank (the indexer is replicated).
+    std::vector<uint8_t> owned;          // [chunk's block-table entries]
+    std::vector<float> lse_max, lse_sum; // [n, H]
+    if (cp_.active()) {
+        const int64_t nb = (ch.start + n - 1) / spec_.block_size + 1;
+        owned.resize(nb);
+        for (int64_t j = 0; j < nb; ++j) owned[j] = ch.block_table[j] % cp_.size() == cp_.rank() ? 1 : 0;
+        lse_max.assign(n * H, kNegInf);
+        lse_sum.assign(n * H, 0.0f);
+        ap.owned_blocks = owned.data();
+        if (cp_.rank() != 0) ap.sink = nullptr;
+        ap.lse_max = lse_max.data();
+        ap.lse_sum = lse_sum.data();
+    }
     be.sparse_attention(ap);
+    if (cp_.active())
+        deepseek_v4::cp_merge_partials(be, cp_, o.data(), H * d, lse_max.data(), lse_sum.data(), n, H, d);
     kernels::RopeParams inv = rope_params(rope, o.data(), n, H, d, pos);
     inv.inverse = true;
     be.rope(inv);

@@ -63,6 +63,10 @@ DeepseekV41Model::DeepseekV41Model(std::unique_ptr<weights::Checkpoint> ckpt, Mo
         tp_.group = shard_.tp;
         tp_.status = &ep_status_;
     }
+    if (shard_.cp && shard_.cp->size() > 1) {
+        cp_.group = shard_.cp;
+        cp_.status = &ep_status_;
+    }
 }
 
 Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::string& dir,

@@ -20,6 +20,7 @@
 
 #include "kernels/backend.h"
 #include "model/causal_lm.h"
+#include "model/deepseek_v4/context_parallel.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/rope.h"
@@ -46,7 +47,8 @@ public:
     // Opens DIR (config.json, safetensors, engram_hash.safetensors) and binds every weight. With a shard
     // (V4's ShardSpec, docs/parallelism.md): only this rank's routed experts, split over `shard.moe`
     // exactly as V4 splits them (bit-identical slot all-reduce), and the LM head's vocabulary over
-    // `shard.tp` (gathered). Attention, Engram and the indexer run whole on every rank.
+    // `shard.tp` (gathered). Attention, Engram and the indexer run whole on every rank; with `shard.cp`
+    // (context parallelism) the attention reads only this rank's KV blocks, partials merged by LSE.
     static core::Result<std::unique_ptr<DeepseekV41Model>> load(const std::string& dir,
                                                                 const deepseek_v4::ShardSpec& shard = {});
 
@@ -125,6 +127,8 @@ private:
     deepseek_v4::ShardSpec shard_;
     deepseek_v4::MoeShard moe_shard_;
     deepseek_v4::TpShard tp_;
+    // Context parallelism: attention over this rank's blocks, merged over the group (attention.cpp).
+    deepseek_v4::CpShard cp_;
     core::Status ep_status_; // the first collective failure of a forward
     std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
 };
