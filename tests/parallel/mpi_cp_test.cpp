@@ -320,6 +320,29 @@ TEST_P(MpiCp, ForkOntoOtherOwnersBlocksContinuesExactly) {
     }
 }
 
+// V4.1 stores each block's window rows and compressed entries on its owner only (plus a trash block): on CP
+// rank 0 the pools hold (its blocks + 1) / (all blocks + 1) of one process's. (GreedyTokensEqualOneProcess
+// and the generate tests' forks check that the split stores give the one-process tokens.)
+TEST_P(MpiCp, V41StoresOnlyItsBlocks) {
+    if (model().rfind("tiny-v41", 0) != 0 || layout().tp != 1 || layout().ep_on_cp)
+        GTEST_SKIP() << "V4.1, CP N";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.lm());
+    constexpr int64_t kBlocks = 11;
+    const KvCacheSpec spec{kBlockSize, kBlocks, 1};
+    ASSERT_TRUE(run.shard41_->init_kv_cache(spec).ok());
+    if (!run.ref41_) return;
+    ASSERT_TRUE(run.ref41_->init_kv_cache(spec).ok());
+    const int64_t cp = run.groups_.cp->size(), mine = (kBlocks + cp - 1) / cp + 1;
+    const int64_t whole = run.ref41_->split_pool_floats(), split = run.shard41_->split_pool_floats();
+    EXPECT_EQ(split * (kBlocks + 1), whole * mine);
+    EXPECT_LT(split, whole);
+    std::printf("[cp] %s cp %lld: window + compressed KV floats on rank 0: %lld of one process's %lld\n",
+                model().c_str(), static_cast<long long>(cp), static_cast<long long>(split),
+                static_cast<long long>(whole));
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, MpiCp,
                          ::testing::Combine(::testing::Values("tiny-v4", "tiny-v4-fp8", "tiny-v41",
                                                               "tiny-v41-fp8"),

@@ -67,6 +67,10 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     be.rms_norm({kv.data(), w.kv_norm.data(), n, d, eps, kv.data()});
     be.rope(rope_params(rope, kv.data(), n, 1, d, pos));
     kernels::ref::fake_quant_fp8_block(kv.data(), n, d, 32);
+    // CP: window rows and compressed entries go through the local block table (context_parallel.cpp).
+    std::vector<int32_t> local_table;
+    if (cp_.active()) local_block_table(ch, (ch.start + n - 1) / spec_.block_size + 1, local_table);
+    const int32_t* split_table = cp_.active() ? local_table.data() : ch.block_table;
     kernels::KvStoreParams ks;
     ks.kv = kv.data();
     ks.n = n;
@@ -74,7 +78,7 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     ks.start_pos = ch.start;
     ks.raw = pools_.raw[l].data();
     ks.block_size = spec_.block_size;
-    ks.block_table = ch.block_table;
+    ks.block_table = split_table;
     be.kv_store(ks);
 
     kernels::PagedEntries comp{};
@@ -143,12 +147,12 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
             for (int64_t j = 0; j < g; ++j) gpos[j] = (w0 + j) * m;
             be.rope(rope_params(compress_rope_, latent.data(), g, 1, d, gpos.data()));
             kernels::ref::fake_quant_fp4_block(latent.data(), g, d, 16, /*e4m3_scales=*/true);
-            kernels::PagedEntries e = paged(pools_.comp[l], d, m, spec_.block_size, ch.block_table);
+            kernels::PagedEntries e = paged(pools_.comp[l], d, m, spec_.block_size, split_table);
             for (int64_t j = 0; j < g; ++j) std::copy_n(latent.data() + j * d, d, e.entry(w0 + j));
         }
         // Without picks (no index source ran in this forward) every compressed entry is masked off.
         if (sh.has_picks) {
-            comp = paged(pools_.comp[src], d, m, spec_.block_size, ch.block_table);
+            comp = paged(pools_.comp[src], d, m, spec_.block_size, split_table);
             picks = sh.picks.data();
         }
     }
@@ -166,7 +170,7 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     ap.sink = w.sink.data();
     ap.raw = pools_.raw[l].data();
     ap.block_size = spec_.block_size;
-    ap.block_table = ch.block_table;
+    ap.block_table = split_table;
     ap.compressed = comp;
     ap.picks = picks;
     ap.topk = c.index_topk;

@@ -72,6 +72,12 @@ public:
     std::unique_ptr<ProbeRecorder> attach_probe_recorder() override;
     void set_probes(V41Probes* p) { probes_ = p; }
     const ModelConfig& config() const { return config_; }
+    // Floats held in the window-row and compressed-entry pools (tests: CP stores about 1/cp of them).
+    int64_t split_pool_floats() const {
+        int64_t f = 0;
+        for (size_t l = 0; l < pools_.raw.size(); ++l) f += pools_.raw[l].size() + pools_.comp[l].size();
+        return f;
+    }
 
     // The per-layer KV sizes (floats), for kv_geometry and the docs.
     struct Pools {
@@ -127,8 +133,15 @@ private:
     deepseek_v4::ShardSpec shard_;
     deepseek_v4::MoeShard moe_shard_;
     deepseek_v4::TpShard tp_;
-    // Context parallelism: attention over this rank's blocks, merged over the group (attention.cpp).
+    // Context parallelism: attention over this rank's blocks, merged over the group (attention.cpp); the
+    // window rows and compressed entries stored per owner (context_parallel.cpp).
     deepseek_v4::CpShard cp_;
+    std::vector<std::pair<int32_t, int32_t>> pending_copies_; // CP: block copies for the next forward
+    int64_t split_blocks() const;                             // blocks of pools_.raw / pools_.comp
+    void local_block_table(const Chunk& ch, int64_t n_blocks, std::vector<int32_t>& out) const;
+    int64_t split_block_floats() const;
+    void copy_split_block(int32_t src, int32_t dst, bool pack, float* buf);
+    void run_pending_copies();
     core::Status ep_status_; // the first collective failure of a forward
     std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
 };
