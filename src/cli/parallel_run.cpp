@@ -66,7 +66,7 @@ const char* parallel_flags_help() {
     return "Parallel (run under mpirun -np N; docs/parallelism.md):\n"
            "  --ep N | --expert-parallel-size N   routed experts split over N ranks (rank 0 samples)\n"
            "  --tp N | --tensor-parallel-size N   attention heads, wo_b and vocabulary split over N ranks\n"
-           "  --cp N | --context-parallel-size N  context parallel (not built yet)\n"
+           "  --cp N | --context-parallel-size N  KV blocks split over N ranks, attention merged by LSE\n"
            "  --ep-stats-interval N               EP load statistics every N steps (default 8)\n"
            "  --collective-deadline-s S           a rank silent for S s fails the job (default 30)\n";
 }
@@ -76,6 +76,7 @@ core::Result<std::unique_ptr<model::ShardedLm>> load_sharded_model(const Args& a
     if (par.active()) {
         shard.moe = par.groups().moe.get();
         shard.tp = par.groups().tp.get();
+        shard.cp = par.groups().cp.get();
         DI_ASSIGN_OR_RETURN(long long interval, args.get_int("ep-stats-interval", 8));
         if (interval < 0) return core::invalid_argument("--ep-stats-interval must be >= 0");
         shard.stats_interval = static_cast<std::uint64_t>(interval);
@@ -163,10 +164,6 @@ core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, cons
     DI_ASSIGN_OR_RETURN(run->runtime_, parallel::MpiRuntime::init(nullptr, nullptr));
     DI_ASSIGN_OR_RETURN(run->world_, run->runtime_->world(std::chrono::seconds(deadline_s)));
     DI_ASSIGN_OR_RETURN(run->layout_, parallel::parse_parallel_layout(flags, run->world_->size()));
-    if (run->layout_.cp > 1)
-        return core::unimplemented(
-            "--cp: " + run->layout_.to_string() +
-            ": context parallelism does not shard the model yet (issue 11); use --tp/--ep");
     DI_ASSIGN_OR_RETURN(run->groups_, parallel::make_layout_groups(*run->world_, run->layout_));
     parallel::RankIdentity id;
     DI_ASSIGN_OR_RETURN(id.checkpoint_hash, parallel::fingerprint_checkpoint_dir(model_dir));

@@ -59,7 +59,7 @@ const char* parallel_flags_help();
 // Starts MPI when launched by mpirun (or refuses layout flags > 1 without it), parses and validates the
 // layout against the world, builds its groups and runs the start-up handshake (checkpoint fingerprint of
 // model_dir, `config_hash` of the numerics-relevant flags combined with the matmul numerics). Only the
-// layouts the model implements are accepted (tensor and expert parallelism); --cp > 1 is Unimplemented.
+// layouts of parallel_layout.h are accepted: tensor, expert and context parallelism and their mixes.
 core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, const std::string& model_dir,
                                                           std::uint64_t config_hash);
 

@@ -126,6 +126,9 @@ struct CompressorParams {
     float* ov_gate = nullptr;   // [m, width]
     PagedEntries out;           // where entries go (width, ratio, block_size, block_table)
     float* snapshots = nullptr; // [blocks, 2, m, width] (coff 2)
+    // The snapshots' block table when it differs from out's (context parallelism stores entries per rank
+    // but snapshots on every rank); nullptr = out.block_table.
+    const int32_t* snapshot_block_table = nullptr;
 };
 
 // The lightning indexer for n queries of one sequence at positions start_pos + i: score(w) =
@@ -161,6 +164,15 @@ struct SparseAttentionParams {
     int64_t topk = 0;
     float* o = nullptr; // [n, H, d] (row stride o_ld)
     int64_t o_ld = 0;
+    // Context parallelism (a partial to be merged by log-sum-exp, docs/parallelism.md): with owned_blocks,
+    // only keys in blocks j (block-table index) with owned_blocks[j] != 0 are read, in the same order (a raw
+    // row k is in block k / block_size, a compressed entry e in block e * m / block_size); sink == nullptr
+    // leaves the sink out. lse_max / lse_sum [n, H] (row stride n_heads), when set, get each head's max
+    // logit (the sink included) and sum of exp(logit - max); o is normalised by that sum. A head with no
+    // key and no sink gets max -inf, sum 0 and o = 0.
+    const uint8_t* owned_blocks = nullptr; // [block-table entries] or nullptr (every key)
+    float* lse_max = nullptr;              // [n, H] or nullptr
+    float* lse_sum = nullptr;              // [n, H] or nullptr
 };
 
 // Router: scores [T, E] hold x W_gate^T on entry and sqrt(softplus(.)) on exit; selection by top-k of

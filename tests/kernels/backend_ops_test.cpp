@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -168,6 +169,109 @@ TEST(BackendOps, SparseAttentionMatchesRefExactly) {
         }
     }
     cpu::allow_avx512(true);
+}
+
+// Context-parallel partials (owned_blocks, no sink off rank 0, lse outputs): cpu equals ref bit for bit on
+// every rank, and the partials merged by log-sum-exp in rank order give the whole attention (to rounding).
+TEST(BackendOps, SparseAttentionPartialsMatchRefAndMergeToWhole) {
+    std::mt19937 rng(12);
+    struct Case {
+        int64_t heads, dim, window, ratio, block_size, start_pos, n, topk;
+        int mode; // 0 sliding only, 1 all closed windows (HCA), 2 picks (CSA)
+    };
+    const Case cases[] = {
+        {4, 32, 8, 4, 16, 0, 9, 3, 0},     {4, 32, 24, 4, 16, 40, 1, 3, 1},
+        {4, 32, 8, 4, 16, 20, 30, 6, 2},   {8, 64, 16, 4, 16, 200, 24, 32, 2},
+        {8, 64, 32, 8, 16, 100, 40, 0, 1},
+    };
+    for (int threads : {1, 2}) {
+        core::ThreadPool pool(threads);
+        Workspace ws;
+        for (const Case& c : cases) {
+            const int64_t last = c.start_pos + c.n, blocks = last / c.block_size + 2, H = c.heads, d = c.dim;
+            std::vector<int32_t> table(blocks);
+            std::iota(table.begin(), table.end(), 0);
+            std::shuffle(table.begin(), table.end(), rng);
+            std::vector<float> raw = randn(blocks * c.block_size * d, &rng);
+            Paged comp(last / c.ratio + 1, d, c.ratio, c.block_size, &rng);
+            comp.table = table;
+            comp.view.block_table = comp.table.data();
+            std::vector<float> q = randn(c.n * H * d, &rng), sink = randn(H, &rng);
+            std::vector<int32_t> picks(c.n * std::max<int64_t>(c.topk, 1), -1);
+            for (int64_t i = 0; i < c.n; ++i) {
+                const int64_t nv = (c.start_pos + i + 1) / c.ratio;
+                for (int64_t k = 0; k < std::min(c.topk, nv); ++k)
+                    picks[i * c.topk + k] = static_cast<int32_t>(k * nv / std::max<int64_t>(c.topk, 1));
+            }
+            SparseAttentionParams p;
+            p.q = q.data();
+            p.q_ld = H * d;
+            p.n = c.n;
+            p.start_pos = c.start_pos;
+            p.n_heads = H;
+            p.head_dim = d;
+            p.window = c.window;
+            p.scale = 1.0f / std::sqrt(static_cast<float>(d));
+            p.sink = sink.data();
+            p.raw = raw.data();
+            p.block_size = c.block_size;
+            p.block_table = table.data();
+            if (c.mode > 0) p.compressed = comp.view;
+            p.picks = c.mode == 2 ? picks.data() : nullptr;
+            p.topk = c.topk;
+            p.o_ld = H * d;
+            std::vector<float> whole(c.n * H * d);
+            p.o = whole.data();
+            ref::sparse_attention(p);
+            for (int cp : {2, 3}) {
+                std::vector<std::vector<float>> o(cp), mx(cp), sum(cp);
+                for (int r = 0; r < cp; ++r) {
+                    std::vector<uint8_t> owned(blocks);
+                    for (int64_t j = 0; j < blocks; ++j) owned[j] = j % cp == r;
+                    SparseAttentionParams pr = p;
+                    pr.owned_blocks = owned.data();
+                    pr.sink = r == 0 ? sink.data() : nullptr;
+                    std::vector<float> o_ref(c.n * H * d, 7.0f), m_ref(c.n * H, 7.0f), l_ref(c.n * H, 7.0f);
+                    o[r].assign(o_ref.size(), -7.0f);
+                    mx[r].assign(m_ref.size(), -7.0f);
+                    sum[r].assign(l_ref.size(), -7.0f);
+                    pr.o = o_ref.data();
+                    pr.lse_max = m_ref.data();
+                    pr.lse_sum = l_ref.data();
+                    ref::sparse_attention(pr);
+                    pr.o = o[r].data();
+                    pr.lse_max = mx[r].data();
+                    pr.lse_sum = sum[r].data();
+                    cpu::sparse_attention(pr, pool, ws);
+                    EXPECT_EQ(o[r], o_ref) << "cp " << cp << " rank " << r << " mode " << c.mode;
+                    EXPECT_EQ(mx[r], m_ref);
+                    EXPECT_EQ(sum[r], l_ref);
+                }
+                double max_err = 0;
+                bool some_empty = false;
+                for (int64_t t = 0; t < c.n * H; ++t) {
+                    float M = -std::numeric_limits<float>::infinity();
+                    for (int r = 0; r < cp; ++r) M = std::max(M, mx[r][t]);
+                    float L = 0;
+                    std::vector<float> w(cp);
+                    for (int r = 0; r < cp; ++r) {
+                        some_empty |= sum[r][t] == 0.0f;
+                        w[r] = sum[r][t] == 0.0f ? 0.0f : std::exp(mx[r][t] - M) * sum[r][t];
+                        L += w[r];
+                    }
+                    for (int64_t k = 0; k < d; ++k) {
+                        float v = 0;
+                        for (int r = 0; r < cp; ++r) v += w[r] / L * o[r][t * d + k];
+                        max_err = std::max(max_err, static_cast<double>(std::fabs(v - whole[t * d + k])));
+                    }
+                }
+                EXPECT_LT(max_err, 1e-5) << "cp " << cp << " mode " << c.mode;
+                if (c.start_pos == 0) {
+                    EXPECT_TRUE(some_empty) << "rank 1 owns no key of the first block";
+                }
+            }
+        }
+    }
 }
 
 // F32 weight [rows, cols] backed by `store`.

@@ -5,12 +5,14 @@
 # with an error naming the lost rank and exit within 30 s of the fault; nothing may hang. Bounded: the job
 # runs under `timeout`, and the follower and mpirun are killed on the way out.
 #   generate_fault_test.sh MPIRUN DEEPINFER MODEL_DIR MODE(kill|stop) [mpirun transport args...]
+# DI_FAULT_LAYOUT overrides the layout flags (default "--ep 2"; e.g. "--cp 2 --block-size 8").
 set -uo pipefail
 mpirun=$1 deepinfer=$2 model=$3 mode=$4
 shift 4
 dir=$(mktemp -d)
 limit_s=30
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+read -r -a layout <<<"${DI_FAULT_LAYOUT:---ep 2}"
 
 python3 -c "
 import json
@@ -20,7 +22,7 @@ for i in range(400): print(json.dumps({'prompt_ids': [1 + i % 50, 2, 3], 'max_to
 export DI_FAULT_TEST_DIR=$dir
 timeout -s KILL 120 "$mpirun" --oversubscribe -np 2 --mca orte_enable_recovery 1 "$@" \
     sh -c '"$0" "$@"; echo $? >"$DI_FAULT_TEST_DIR/rc.$OMPI_COMM_WORLD_RANK"' \
-    "$deepinfer" generate --model "$model" --threads 1 --ep 2 --collective-deadline-s 8 \
+    "$deepinfer" generate --model "$model" --threads 1 "${layout[@]}" --collective-deadline-s 8 \
     --input-jsonl "$dir/in.jsonl" --no-progress --num-kv-blocks 256 >"$dir/out" 2>"$dir/log" &
 mpirun_pid=$!
 

@@ -164,15 +164,21 @@ namespace {
 // The keys query i reads (window rows, then compressed entries), as ref::sparse_attention_head orders them.
 int64_t gather_keys(const SparseAttentionParams& p, int64_t i, const float** keys) {
     const int64_t pos = p.start_pos + i, bs = p.block_size, d = p.head_dim;
+    // Context parallelism: only the keys in this rank's blocks (raw row k in block k / bs, entry e in the
+    // block its window starts in), in the same order.
+    const uint8_t* own = p.owned_blocks;
     int64_t n = 0;
     for (int64_t k = std::max<int64_t>(0, pos - p.window + 1); k <= pos; ++k)
-        keys[n++] = p.raw + (p.block_table[k / bs] * bs + k % bs) * d;
+        if (!own || own[k / bs]) keys[n++] = p.raw + (p.block_table[k / bs] * bs + k % bs) * d;
     if (p.compressed.base) {
+        const int64_t m = p.compressed.ratio;
         if (p.picks) {
             const int32_t* picks = p.picks + i * p.topk;
-            for (int64_t j = 0; j < p.topk && picks[j] >= 0; ++j) keys[n++] = p.compressed.entry(picks[j]);
+            for (int64_t j = 0; j < p.topk && picks[j] >= 0; ++j)
+                if (!own || own[picks[j] * m / bs]) keys[n++] = p.compressed.entry(picks[j]);
         } else {
-            for (int64_t e = 0; e < (pos + 1) / p.compressed.ratio; ++e) keys[n++] = p.compressed.entry(e);
+            for (int64_t e = 0; e < (pos + 1) / m; ++e)
+                if (!own || own[e * m / bs]) keys[n++] = p.compressed.entry(e);
         }
     }
     return n;
@@ -226,21 +232,29 @@ void attend(const SparseAttentionParams& p, int64_t i, int64_t h0, int64_t h1, c
             else
                 tile_logits_generic(qh, s.kt + t * d * kTile, d, p.scale, logits + t * kTile);
         }
-        const float sink = p.sink[h];
+        const float neg_inf = -std::numeric_limits<float>::infinity();
+        const float sink = p.sink ? p.sink[h] : neg_inf;
+        float* oh = p.o + i * p.o_ld + h * d;
+        std::fill_n(oh, d, 0.0f);
+        if (!p.sink && n == 0) { // a CP partial with no key: weight 0 in the merge
+            if (p.lse_max) p.lse_max[i * p.n_heads + h] = neg_inf;
+            if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = 0.0f;
+            continue;
+        }
         float mx = sink;
         for (int64_t j = 0; j < n; ++j) mx = std::max(mx, logits[j]);
-        float denom = std::exp(sink - mx);
+        float denom = p.sink ? std::exp(sink - mx) : 0.0f;
         for (int64_t j = 0; j < n; ++j) {
             logits[j] = std::exp(logits[j] - mx);
             denom += logits[j];
         }
-        float* oh = p.o + i * p.o_ld + h * d;
-        std::fill_n(oh, d, 0.0f);
         for (int64_t j = 0; j < n; ++j) {
             const float pj = logits[j] / denom;
             const float* kj = s.keys[j];
             for (int64_t c = 0; c < d; ++c) oh[c] += pj * kj[c];
         }
+        if (p.lse_max) p.lse_max[i * p.n_heads + h] = mx;
+        if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = denom;
     }
 }
 

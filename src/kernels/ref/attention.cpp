@@ -82,6 +82,12 @@ void sparse_attention_head(const SparseAttentionParams& p, int64_t i, int64_t h,
             n_comp = (pos + 1) / p.compressed.ratio;
     }
     const int64_t n = n_win + n_comp;
+    // Key j's position (raw row) or its window's first position (compressed entry): its block.
+    auto key_pos = [&](int64_t j) -> int64_t {
+        if (j < n_win) return w0 + j;
+        return (picks ? picks[j - n_win] : j - n_win) * p.compressed.ratio;
+    };
+    auto owned = [&](int64_t j) { return !p.owned_blocks || p.owned_blocks[key_pos(j) / bs] != 0; };
     auto key = [&](int64_t j) -> const float* {
         if (j < n_win) {
             const int64_t k = w0 + j;
@@ -91,27 +97,40 @@ void sparse_attention_head(const SparseAttentionParams& p, int64_t i, int64_t h,
         return p.compressed.entry(e);
     };
     const float* qh = p.q + i * p.q_ld + h * d;
-    const float sink = p.sink[h];
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const float sink = p.sink ? p.sink[h] : neg_inf;
     float mx = sink;
+    int64_t n_owned = 0;
     for (int64_t j = 0; j < n; ++j) {
+        if (!owned(j)) continue;
+        ++n_owned;
         const float* kj = key(j);
         float s = 0.0f;
         for (int64_t c = 0; c < d; ++c) s += qh[c] * kj[c];
         logits[j] = s * p.scale;
         mx = std::max(mx, logits[j]);
     }
-    float denom = std::exp(sink - mx);
+    float* oh = p.o + i * p.o_ld + h * d;
+    std::fill_n(oh, d, 0.0f);
+    if (!p.sink && n_owned == 0) { // nothing to attend to: the merge gives this partial weight 0
+        if (p.lse_max) p.lse_max[i * p.n_heads + h] = neg_inf;
+        if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = 0.0f;
+        return;
+    }
+    float denom = p.sink ? std::exp(sink - mx) : 0.0f;
     for (int64_t j = 0; j < n; ++j) {
+        if (!owned(j)) continue;
         logits[j] = std::exp(logits[j] - mx);
         denom += logits[j];
     }
-    float* oh = p.o + i * p.o_ld + h * d;
-    std::fill_n(oh, d, 0.0f);
     for (int64_t j = 0; j < n; ++j) {
+        if (!owned(j)) continue;
         const float pj = logits[j] / denom;
         const float* kj = key(j);
         for (int64_t c = 0; c < d; ++c) oh[c] += pj * kj[c];
     }
+    if (p.lse_max) p.lse_max[i * p.n_heads + h] = mx;
+    if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = denom;
 }
 
 void sparse_attention(const SparseAttentionParams& p) {

@@ -93,7 +93,8 @@ void compressor(const CompressorParams& p) {
         }
         // The block's last position: snapshot the overlap state for prefix-cache restores.
         if (p.coff == 2 && (pos + 1) % bs == 0) {
-            float* snap = p.snapshots + p.out.block_table[pos / bs] * 2 * m * width;
+            const int32_t* table = p.snapshot_block_table ? p.snapshot_block_table : p.out.block_table;
+            float* snap = p.snapshots + table[pos / bs] * 2 * m * width;
             std::copy_n(p.ov_kv, m * width, snap);
             std::copy_n(p.ov_gate, m * width, snap + m * width);
         }

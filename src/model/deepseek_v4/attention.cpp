@@ -23,14 +23,16 @@ kernels::RopeParams rope_params(const RopeTable& table, float* x, int64_t n, int
     return p;
 }
 
-kernels::PagedEntries paged(KvCache& cache, int64_t layer, CompressorKind k, const SequenceChunk& ch) {
+// table: the chunk's block table as the store is addressed (CP: local blocks for the split stores).
+kernels::PagedEntries paged(KvCache& cache, int64_t layer, CompressorKind k, const int32_t* table) {
     const CompressorGeom& g = cache.geom(layer, k);
-    return {cache.entries_base(layer, k), g.width, g.ratio, cache.block_size(), ch.block_table.data()};
+    return {cache.entries_base(layer, k), g.width, g.ratio, cache.block_size(), table};
 }
 
-// Feeds the chunk's rows [coff * width] of kv / gate (row stride ld) through one compressor.
+// Feeds the chunk's rows [coff * width] of kv / gate (row stride ld) through one compressor; entries go
+// through `table`, snapshots through the chunk's own block table.
 void run_compressor(const AttentionContext& ctx, CompressorKind kind, const CompressorWeights& w,
-                    const SequenceChunk& ch, const float* kv, const float* gate) {
+                    const SequenceChunk& ch, const int32_t* table, const float* kv, const float* gate) {
     KvCache& cache = *ctx.cache;
     const CompressorSlotView s = cache.slot(ctx.layer, kind, ch.slot);
     kernels::CompressorParams p;
@@ -49,8 +51,9 @@ void run_compressor(const AttentionContext& ctx, CompressorKind kind, const Comp
     p.buf_gate = s.buf_gate;
     p.ov_kv = s.ov_kv;
     p.ov_gate = s.ov_gate;
-    p.out = paged(cache, ctx.layer, kind, ch);
+    p.out = paged(cache, ctx.layer, kind, table);
     p.snapshots = w.coff == 2 ? cache.snapshots_base(ctx.layer, kind) : nullptr;
+    p.snapshot_block_table = ch.block_table.data();
     ctx.backend->compressor(p);
 }
 
@@ -119,18 +122,42 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
 
     float* o = ws.take<float>(T * H * d); // [T, H, d]
     std::fill_n(o, T * H * d, 0.0f);
+    // CP: this rank's partials over its blocks, merged after the loop (context_parallel.h).
+    const CpShard* cp = ctx.cp && ctx.cp->active() ? ctx.cp : nullptr;
+    float *lse_max = nullptr, *lse_sum = nullptr;
+    if (cp) {
+        lse_max = ws.take<float>(T * H); // [T, H]
+        lse_sum = ws.take<float>(T * H); // [T, H]
+        std::fill_n(lse_max, T * H, -INFINITY);
+        std::fill_n(lse_sum, T * H, 0.0f);
+    }
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     for (const SequenceChunk& ch : batch.chunks) {
         if (ch.is_padding || ch.num_tokens == 0) continue;
         const int64_t t0 = ch.token_offset, n = ch.num_tokens;
         DI_CHECK_LT((ch.start_pos + n - 1) / cache.block_size(), static_cast<int64_t>(ch.block_table.size()));
-        be.kv_store({kv + t0 * d, n, d, ch.start_pos, cache.raw_base(ctx.layer), cache.block_size(),
-                     ch.block_table.data()});
-        if (w.has_compressor) run_compressor(ctx, CompressorKind::kAttention, w.compressor, ch, ckv, cgate);
+        // CP: the raw rows and attention entries are stored per owner (kv_cache.h): the chunk's blocks as
+        // this rank's local blocks (other ranks' blocks -> the trash block), and which of them it owns.
+        const int64_t n_blocks = static_cast<int64_t>(ch.block_table.size());
+        const int32_t* table = ch.block_table.data(); // [n_blocks] global blocks
+        const int32_t* local = table;                 // [n_blocks] as the split stores are addressed
+        uint8_t* owned = nullptr;                     // [n_blocks]
+        if (cp) {
+            int32_t* l = ws.take<int32_t>(n_blocks);
+            owned = ws.take<uint8_t>(n_blocks);
+            for (int64_t j = 0; j < n_blocks; ++j) {
+                l[j] = cache.local_block(table[j]);
+                owned[j] = cache.owns(table[j]) ? 1 : 0;
+            }
+            local = l;
+        }
+        be.kv_store({kv + t0 * d, n, d, ch.start_pos, cache.raw_base(ctx.layer), cache.block_size(), local});
+        if (w.has_compressor)
+            run_compressor(ctx, CompressorKind::kAttention, w.compressor, ch, local, ckv, cgate);
 
         // Compressed entries each query sees: HCA all closed windows before it, CSA the indexer's picks.
         if (w.has_indexer) {
-            run_compressor(ctx, CompressorKind::kIndexer, w.indexer.compressor, ch, ikv, igate);
+            run_compressor(ctx, CompressorKind::kIndexer, w.indexer.compressor, ch, table, ikv, igate);
             kernels::IndexerParams ip;
             ip.q = iq + t0 * HI * dI;
             ip.q_ld = HI * dI;
@@ -142,7 +169,7 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
             ip.n_heads = HI;
             ip.head_dim = dI;
             ip.topk = topk;
-            ip.keys = paged(cache, ctx.layer, CompressorKind::kIndexer, ch);
+            ip.keys = paged(cache, ctx.layer, CompressorKind::kIndexer, table);
             ip.picks = picks + t0 * topk;
             be.indexer(ip);
         }
@@ -159,14 +186,28 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
         ap.sink = w.sink.data() + h0;
         ap.raw = cache.raw_base(ctx.layer);
         ap.block_size = cache.block_size();
-        ap.block_table = ch.block_table.data();
-        if (w.has_compressor) ap.compressed = paged(cache, ctx.layer, CompressorKind::kAttention, ch);
+        ap.block_table = local;
+        if (w.has_compressor) ap.compressed = paged(cache, ctx.layer, CompressorKind::kAttention, local);
         ap.picks = w.has_indexer ? picks + t0 * topk : nullptr;
         ap.topk = topk;
         ap.o = o + t0 * H * d;
         ap.o_ld = H * d;
+        if (cp) {
+            ap.owned_blocks = owned;
+            if (cp->rank() != 0) ap.sink = nullptr; // the sink joins one partial only
+            ap.lse_max = lse_max + t0 * H;
+            ap.lse_sum = lse_sum + t0 * H;
+        }
         be.sparse_attention(ap);
-        be.rope(rope_params(*ctx.rope, o + t0 * H * d, n, H, d, pos + t0, /*inverse=*/true));
+        if (!cp) be.rope(rope_params(*ctx.rope, o + t0 * H * d, n, H, d, pos + t0, /*inverse=*/true));
+    }
+    if (cp) { // every rank, every layer, whatever its chunks: the merge is a collective
+        cp_merge_partials(be, *cp, o, H * d, lse_max, lse_sum, T, H, d);
+        for (const SequenceChunk& ch : batch.chunks) {
+            if (ch.is_padding || ch.num_tokens == 0) continue;
+            const int64_t t0 = ch.token_offset;
+            be.rope(rope_params(*ctx.rope, o + t0 * H * d, ch.num_tokens, H, d, pos + t0, /*inverse=*/true));
+        }
     }
     if (indexer_topk && w.has_indexer) std::copy_n(picks, T * topk, indexer_topk);
 

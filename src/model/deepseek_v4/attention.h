@@ -9,6 +9,7 @@
 
 #include "kernels/backend.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/context_parallel.h"
 #include "model/deepseek_v4/kv_cache.h"
 #include "model/deepseek_v4/model_weights.h"
 #include "model/deepseek_v4/rope.h"
@@ -28,6 +29,9 @@ struct AttentionContext {
     // Tensor parallelism, or nullptr: this rank's heads H/tp (the KV head, compressors and indexer are
     // computed on every rank), the output projection gathered (tensor_parallel.h).
     const TpShard* tp = nullptr;
+    // Context parallelism, or nullptr: attention over this rank's KV blocks, partials merged over the CP
+    // group (context_parallel.h). Composes with TP (this rank's heads).
+    const CpShard* cp = nullptr;
 };
 
 // x [T, D] (post attn_norm) -> out [T, D]. Padding chunks produce zeros and touch no KV state.

@@ -47,7 +47,8 @@ core::Result<KvGeometry> KvCache::geometry(const ModelConfig& c, int64_t block_s
     return g;
 }
 
-core::Status KvCache::init(const ModelConfig& c, const KvCacheSpec& spec, kernels::Backend& backend) {
+core::Status KvCache::init(const ModelConfig& c, const KvCacheSpec& spec, kernels::Backend& backend,
+                           int cp_rank, int cp_size) {
     DI_ASSIGN_OR_RETURN(KvGeometry g, geometry(c, spec.block_size));
     (void)g;
     if (spec.num_blocks < 0 || spec.num_slots < 0) return core::invalid_argument("kv cache: negative size");
@@ -55,16 +56,29 @@ core::Status KvCache::init(const ModelConfig& c, const KvCacheSpec& spec, kernel
     head_dim_ = c.head_dim;
     num_blocks_ = static_cast<int32_t>(spec.num_blocks + 1);
     num_slots_ = spec.num_slots + 1;
+    if (cp_size < 1 || cp_rank < 0 || cp_rank >= cp_size)
+        return core::invalid_argument("kv cache: context parallel rank " + std::to_string(cp_rank) + " of " +
+                                      std::to_string(cp_size));
+    cp_rank_ = cp_rank;
+    cp_size_ = cp_size;
+    // Split: this rank's blocks g = cp_rank + i * cp_size, plus the trash block.
+    local_blocks_ = split() ? (num_blocks_ - cp_rank_ + cp_size_ - 1) / cp_size_ + 1 : num_blocks_;
     layers_ = layout(c);
     for (Layer& layer : layers_) {
-        layer.raw.buf = backend.alloc_floats(num_blocks_ * block_size_ * head_dim_);
-        for (Comp& comp : layer.comp) {
+        layer.raw.buf = backend.alloc_floats(int64_t{local_blocks_} * block_size_ * head_dim_);
+        layer.raw.floats = int64_t{local_blocks_} * block_size_ * head_dim_;
+        for (int k = 0; k < 2; ++k) {
+            Comp& comp = layer.comp[k];
             if (!comp.geom.present) continue;
-            comp.entries.buf =
-                backend.alloc_floats(num_blocks_ * (block_size_ / comp.geom.ratio) * comp.geom.width);
-            if (comp.geom.coff == 2)
-                comp.snapshot.buf = backend.alloc_floats(num_blocks_ * 2 * comp.geom.ratio * comp.geom.width);
-            comp.slots.buf = backend.alloc_floats(num_slots_ * comp.slot_floats());
+            const int64_t blocks = split_entries(k) ? local_blocks_ : num_blocks_;
+            comp.entries.floats = blocks * (block_size_ / comp.geom.ratio) * comp.geom.width;
+            comp.entries.buf = backend.alloc_floats(comp.entries.floats);
+            if (comp.geom.coff == 2) {
+                comp.snapshot.floats = num_blocks_ * 2 * comp.geom.ratio * comp.geom.width;
+                comp.snapshot.buf = backend.alloc_floats(comp.snapshot.floats);
+            }
+            comp.slots.floats = num_slots_ * comp.slot_floats();
+            comp.slots.buf = backend.alloc_floats(comp.slots.floats);
         }
     }
     return core::Status();
@@ -72,14 +86,14 @@ core::Status KvCache::init(const ModelConfig& c, const KvCacheSpec& spec, kernel
 
 float* KvCache::raw_row(int64_t layer, int32_t block, int64_t row) {
     DI_CHECK(block >= 0 && block < num_blocks_ && row >= 0 && row < block_size_);
-    return layers_[layer].raw.data() + (block * block_size_ + row) * head_dim_;
+    return layers_[layer].raw.data() + (int64_t{local_block(block)} * block_size_ + row) * head_dim_;
 }
 
 float* KvCache::entry(int64_t layer, CompressorKind k, int32_t block, int64_t index) {
     Comp& comp = layers_[layer].comp[int(k)];
     const int64_t per_block = block_size_ / comp.geom.ratio;
     DI_CHECK(comp.geom.present && block >= 0 && block < num_blocks_ && index >= 0 && index < per_block);
-    return comp.entries.data() + (block * per_block + index) * comp.geom.width;
+    return comp.entries.data() + (int64_t{entry_block(int(k), block)} * per_block + index) * comp.geom.width;
 }
 
 float* KvCache::snapshot(int64_t layer, CompressorKind k, int32_t block) {
@@ -126,18 +140,70 @@ void KvCache::restore_slot_from_block(int32_t s, int32_t block) {
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
     DI_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_);
+    // Split stores: only where this rank holds both blocks (a copy between owners is the caller's).
+    const bool both = !split() || (owns(src) && owns(dst));
     for (Layer& layer : layers_) {
         const int64_t n = block_size_ * head_dim_;
-        std::copy_n(layer.raw.data() + src * n, n, layer.raw.data() + dst * n);
-        for (Comp& comp : layer.comp) {
+        if (both)
+            std::copy_n(layer.raw.data() + local_block(src) * n, n, layer.raw.data() + local_block(dst) * n);
+        for (int k = 0; k < 2; ++k) {
+            Comp& comp = layer.comp[k];
             if (!comp.geom.present) continue;
             const int64_t e = block_size_ / comp.geom.ratio * comp.geom.width;
-            std::copy_n(comp.entries.data() + src * e, e, comp.entries.data() + dst * e);
+            if (!split_entries(k) || both)
+                std::copy_n(comp.entries.data() + entry_block(k, src) * e, e,
+                            comp.entries.data() + entry_block(k, dst) * e);
             if (comp.geom.coff == 2) {
                 const int64_t sn = 2 * comp.geom.ratio * comp.geom.width;
                 std::copy_n(comp.snapshot.data() + src * sn, sn, comp.snapshot.data() + dst * sn);
             }
         }
+    }
+}
+
+int64_t KvCache::bytes() const {
+    int64_t n = 0;
+    for (const Layer& layer : layers_) {
+        n += layer.raw.floats;
+        for (const Comp& comp : layer.comp)
+            n += comp.entries.floats + comp.snapshot.floats + comp.slots.floats;
+    }
+    return n * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t KvCache::split_block_floats() const {
+    int64_t n = 0;
+    for (const Layer& layer : layers_) {
+        n += block_size_ * head_dim_;
+        const CompressorGeom& g = layer.comp[int(CompressorKind::kAttention)].geom;
+        if (g.present) n += block_size_ / g.ratio * g.width;
+    }
+    return n;
+}
+
+void KvCache::pack_split_block(int32_t g, float* out) {
+    DI_CHECK(g >= 0 && g < num_blocks_ && owns(g));
+    for (Layer& layer : layers_) {
+        const int64_t n = block_size_ * head_dim_;
+        out = std::copy_n(layer.raw.data() + local_block(g) * n, n, out);
+        Comp& comp = layer.comp[int(CompressorKind::kAttention)];
+        if (!comp.geom.present) continue;
+        const int64_t e = block_size_ / comp.geom.ratio * comp.geom.width;
+        out = std::copy_n(comp.entries.data() + local_block(g) * e, e, out);
+    }
+}
+
+void KvCache::unpack_split_block(int32_t g, const float* in) {
+    DI_CHECK(g >= 0 && g < num_blocks_ && owns(g));
+    for (Layer& layer : layers_) {
+        const int64_t n = block_size_ * head_dim_;
+        std::copy_n(in, n, layer.raw.data() + local_block(g) * n);
+        in += n;
+        Comp& comp = layer.comp[int(CompressorKind::kAttention)];
+        if (!comp.geom.present) continue;
+        const int64_t e = block_size_ / comp.geom.ratio * comp.geom.width;
+        std::copy_n(in, e, comp.entries.data() + local_block(g) * e);
+        in += e;
     }
 }
 

@@ -9,6 +9,11 @@
 // Slots hold the bounded per-sequence state: each compressor's buffer of the incomplete window
 // ([m, coff * width] kv and gate, gate with the position bias already added) and its live overlap state.
 // The last block and the last slot are scratch for padding rows.
+// Context parallelism (docs/parallelism.md): with cp_size > 1 the raw rows and the attention compressor's
+// entries of block g live only on CP rank g % cp_size, at local index g / cp_size (one more local block
+// takes the writes meant for other ranks' blocks); the indexer's keys, the snapshots and the slots stay
+// whole on every rank. Callers address the split stores through local_block() (raw_base, entries_base of
+// kAttention are local; the block tables the ops get must be mapped).
 
 #include <cstdint>
 #include <vector>
@@ -42,7 +47,8 @@ public:
     // Per-block / per-slot bytes; rejects block sizes that are not a multiple of every compression ratio.
     static core::Result<KvGeometry> geometry(const ModelConfig& config, int64_t block_size);
     // Storage comes from the backend (host memory on CPU, device memory on an accelerator).
-    core::Status init(const ModelConfig& config, const KvCacheSpec& spec, kernels::Backend& backend);
+    core::Status init(const ModelConfig& config, const KvCacheSpec& spec, kernels::Backend& backend,
+                      int cp_rank = 0, int cp_size = 1);
     bool initialized() const { return block_size_ > 0; }
 
     int64_t block_size() const { return block_size_; }
@@ -50,6 +56,18 @@ public:
     int32_t num_slots() const { return num_slots_; }   // including scratch
     int32_t scratch_block() const { return num_blocks_ - 1; }
     int32_t scratch_slot() const { return num_slots_ - 1; }
+    // Context parallelism: whether this rank stores block g's raw rows and attention entries, and where.
+    bool split() const { return cp_size_ > 1; }
+    bool owns(int32_t g) const { return g % cp_size_ == cp_rank_; }
+    int32_t local_block(int32_t g) const { return !split() ? g : owns(g) ? g / cp_size_ : local_blocks_ - 1; }
+    int32_t local_blocks() const { return local_blocks_; } // blocks of the split stores (incl. the trash one)
+    // Bytes of KV state this rank holds (every store, every layer).
+    int64_t bytes() const;
+    // The split stores of block g (raw rows, then attention entries, every layer): the floats, and a copy
+    // out of / into them (g must be owned). A copy_block between two owners moves these.
+    int64_t split_block_floats() const;
+    void pack_split_block(int32_t g, float* out);
+    void unpack_split_block(int32_t g, const float* in);
     const CompressorGeom& geom(int64_t layer, CompressorKind k) const {
         return layers_[layer].comp[int(k)].geom;
     }
@@ -69,6 +87,7 @@ public:
 
     void reset_slot(int32_t slot);
     void restore_slot_from_block(int32_t slot, int32_t block);
+    // Copies block src to dst. Split: the whole stores, and the split ones where this rank owns both.
     void copy_block(int32_t src, int32_t dst);
     void copy_slot(int32_t src, int32_t dst);
 
@@ -76,6 +95,7 @@ private:
     // A zero-filled backend buffer.
     struct Store {
         kernels::BufferPtr buf{nullptr, [](float*) {}};
+        int64_t floats = 0;
         float* data() { return buf.get(); }
         const float* data() const { return buf.get(); }
     };
@@ -92,11 +112,16 @@ private:
         Comp comp[2];
     };
     static std::vector<Layer> layout(const ModelConfig& config);
+    // Whether compressor k's entries are split over the CP ranks (the attention compressor's).
+    bool split_entries(int k) const { return split() && k == int(CompressorKind::kAttention); }
+    int32_t entry_block(int k, int32_t g) const { return split_entries(k) ? local_block(g) : g; }
 
     int64_t block_size_ = 0;
     int64_t head_dim_ = 0;
     int32_t num_blocks_ = 0;
     int32_t num_slots_ = 0;
+    int cp_rank_ = 0, cp_size_ = 1;
+    int32_t local_blocks_ = 0; // blocks of the split stores
     std::vector<Layer> layers_;
 };
 

@@ -30,6 +30,7 @@ void decoder_layer_forward(const LayerContext& ctx, const ForwardBatch& batch, c
     actx.cache = ctx.cache;
     actx.backend = &be;
     actx.tp = ctx.tp;
+    actx.cp = ctx.cp;
     attention_forward(actx, batch, x, y, probe.indexer_topk);
     hc_post(be, c, post, comb, y, T, h);
 

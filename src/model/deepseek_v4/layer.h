@@ -7,6 +7,7 @@
 
 #include "kernels/backend.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/context_parallel.h"
 #include "model/deepseek_v4/kv_cache.h"
 #include "model/deepseek_v4/model_weights.h"
 #include "model/deepseek_v4/moe.h"
@@ -27,6 +28,7 @@ struct LayerContext {
     const MoeRefs* moe = nullptr;
     const MoeShard* moe_shard = nullptr; // expert parallelism, or nullptr (one process)
     const TpShard* tp = nullptr;         // tensor parallelism, or nullptr
+    const CpShard* cp = nullptr;         // context parallelism, or nullptr
 };
 
 // Optional probe outputs (nullptr = not wanted): indexer_topk [T, index_topk] (-1 padded, layers with an

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ DeepseekV4Model::DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, Mode
     if (shard_.tp && shard_.tp->size() > 1) {
         tp_.group = shard_.tp;
         tp_.status = &ep_status_;
+    }
+    if (shard_.cp && shard_.cp->size() > 1) {
+        cp_.group = shard_.cp;
+        cp_.status = &ep_status_;
     }
 }
 
@@ -70,7 +75,9 @@ core::Result<KvGeometry> DeepseekV4Model::kv_geometry(int64_t block_size) const 
 }
 
 core::Status DeepseekV4Model::init_kv_cache(const KvCacheSpec& spec) {
-    DI_RETURN_IF_ERROR(cache_.init(config_, spec, *backend_));
+    pending_copies_.clear();
+    DI_RETURN_IF_ERROR(
+        cache_.init(config_, spec, *backend_, static_cast<int>(cp_.rank()), static_cast<int>(cp_.size())));
     if (runtime_.max_num_batched_tokens > 0)
         backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
     return core::Status();
@@ -110,7 +117,8 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     const int64_t moe_ep = moe_shard_.group ? moe + moe_shard_floats_per_token(c) : moe;
     // TP: the gathered heads or groups and wo_b's rows (tensor_parallel.h), and the LM head's vocabulary
     // rows of up to max_num_seqs sequences.
-    const int64_t attn_tp = tp_.active() ? attn + 3 * (H * d + G * R + D) : attn;
+    int64_t attn_tp = tp_.active() ? attn + 3 * (H * d + G * R + D) : attn;
+    attn_tp += cp_merge_floats(cp_.size(), H, d); // CP: the partials' max / sum and the merge's gather
     const int64_t per_token = model_level + layer + std::max(attn_tp, moe_ep);
     const int64_t head_tp =
         tp_.active() ? 3 * static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * c.vocab_size : 0;
@@ -119,7 +127,16 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     const int64_t scratch =
         32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 3) + E + 1;
     const int64_t takes = 64; // buffers live at once (alignment slack each)
-    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp) + takes * 128;
+    // CP: per chunk its local block table and owned flags (5 bytes per block-table entry, two takes), and
+    // the buffer of a block copied between owners (run_pending_copies, before anything else is taken).
+    const int64_t bs = cache_.initialized() ? cache_.block_size() : 1;
+    int64_t cp_flags = 0;
+    if (cp_.active()) {
+        cp_flags = static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * (5 * (max_pos / bs + 1) + 256);
+        if (cache_.initialized())
+            cp_flags += static_cast<int64_t>(sizeof(float)) * cache_.split_block_floats();
+    }
+    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp) + takes * 128 + cp_flags;
 }
 
 void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
@@ -132,6 +149,7 @@ void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
 void DeepseekV4Model::set_backend(std::unique_ptr<kernels::Backend> backend) {
     DI_CHECK(backend != nullptr);
     cache_ = KvCache();
+    pending_copies_.clear();
     backend_ = std::move(backend);
     if (runtime_.max_num_batched_tokens > 0)
         backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
@@ -211,12 +229,41 @@ core::Status DeepseekV4Model::forward(const ForwardBatch& batch, float* logits) 
     return core::Status();
 }
 
+void DeepseekV4Model::copy_block(int32_t src, int32_t dst) {
+    if (!cp_.active()) {
+        cache_.copy_block(src, dst);
+        return;
+    }
+    pending_copies_.emplace_back(src, dst);
+}
+
+void DeepseekV4Model::run_pending_copies() {
+    kernels::Workspace& ws = backend_->workspace();
+    for (const auto& [src, dst] : pending_copies_) {
+        cache_.copy_block(src, dst); // the whole stores, and the split ones when one rank owns both
+        const int64_t n = cp_.size(), owner_src = src % n, owner_dst = dst % n;
+        if (owner_src == owner_dst || !ep_status_.ok()) continue;
+        // Different owners: the source's owner broadcasts the block's split stores (every rank enters).
+        const kernels::Workspace::Mark mark = ws.mark();
+        const int64_t floats = cache_.split_block_floats();
+        float* buf = ws.take<float>(floats); // [split floats of one block]
+        if (cp_.rank() == owner_src) cache_.pack_split_block(src, buf);
+        core::Status s = cp_.group->broadcast_f32(std::span<float>(buf, static_cast<size_t>(floats)),
+                                                  static_cast<int>(owner_src));
+        if (!s.ok() && ep_status_.ok()) ep_status_ = s.with_context("context parallel copy_block");
+        if (s.ok() && cp_.rank() == owner_dst) cache_.unpack_split_block(dst, buf);
+        ws.release(mark);
+    }
+    pending_copies_.clear();
+}
+
 void DeepseekV4Model::run(const ForwardBatch& b, float* logits) {
     const ModelConfig& c = config_;
     const int64_t T = b.num_tokens(), D = c.hidden_size, hc = c.hc_mult, L = c.num_hidden_layers;
     kernels::Backend& be = *backend_;
     kernels::Workspace& ws = be.workspace();
     ws.reset();
+    if (!pending_copies_.empty()) run_pending_copies();
 
     // Padding rows embed token 0, touch no KV state (attention skips their chunks) and skip the MoE.
     int32_t* ids = ws.take<int32_t>(T);  // [T]
@@ -264,6 +311,7 @@ void DeepseekV4Model::run(const ForwardBatch& b, float* logits) {
         lctx.moe = &moe_refs_[l];
         lctx.moe_shard = moe_shard_.group ? &moe_shard_ : nullptr;
         lctx.tp = tp_.active() ? &tp_ : nullptr;
+        lctx.cp = cp_.active() ? &cp_ : nullptr;
         LayerProbeOut probe;
         if (probes_) {
             if (weights_.layers[l].attn.has_indexer) {

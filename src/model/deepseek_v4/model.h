@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "model/causal_lm.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/context_parallel.h"
 #include "model/deepseek_v4/kv_cache.h"
 #include "model/deepseek_v4/model_weights.h"
 #include "model/deepseek_v4/moe.h"
@@ -26,10 +27,13 @@ namespace deepinfer::model::deepseek_v4 {
 //  * moe: the routed experts split over these ranks in contiguous ranges (rank r of n: [r*E/n, (r+1)*E/n)),
 //    the last rank the shared expert too (expert parallelism; with TP, the tp x ep ranks of the MoE group).
 //  * tp: attention heads, wo_b rows and the vocabulary split over these ranks (tensor_parallel.h).
+//  * cp: the sequences' KV blocks owned round-robin by these ranks, attention partials merged over them
+//    (context_parallel.h); with EP on CP the same ranks are the moe group.
 // Communicators outlive the model; nullptr or one rank = not split.
 struct ShardSpec {
     parallel::Communicator* moe = nullptr;
     parallel::Communicator* tp = nullptr;
+    parallel::Communicator* cp = nullptr;
     uint64_t stats_interval = 0; // EP load statistics every N steps (0 = none)
 };
 
@@ -51,7 +55,9 @@ public:
     void set_thread_pool(core::ThreadPool* pool) override;
     kernels::Profiler* profiler() override { return &backend_->profiler(); }
     core::Status forward(const ForwardBatch& batch, float* logits) override;
-    void copy_block(int32_t src, int32_t dst) override { cache_.copy_block(src, dst); }
+    // With CP a copy between blocks of two owners is a broadcast over the CP group, so every copy is
+    // deferred to the start of the next forward, where every rank (leader and followers) runs them in order.
+    void copy_block(int32_t src, int32_t dst) override;
     void copy_slot(int32_t src, int32_t dst) override { cache_.copy_slot(src, dst); }
 
     // Every rank, after every forward, with the leader's step counter (never a rank-local count): the EP
@@ -67,6 +73,8 @@ public:
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
     const weights::Checkpoint& checkpoint() const { return *ckpt_; }
+    // The paged KV state (tests inspect and poison it; with CP a rank reads only its own blocks).
+    KvCache& kv_cache() { return cache_; }
     kernels::Backend& backend() { return *backend_; }
     // Swap the backend (a device one, or a test's decorator). Drops the KV state: call init_kv_cache after.
     void set_backend(std::unique_ptr<kernels::Backend> backend);
@@ -78,6 +86,7 @@ private:
                     const ShardSpec& shard, ExpertRange experts);
     core::Status validate(const ForwardBatch& batch) const;
     void run(const ForwardBatch& batch, float* logits);
+    void run_pending_copies();
 
     std::unique_ptr<weights::Checkpoint> ckpt_;
     ModelConfig config_;
@@ -90,7 +99,9 @@ private:
     ShardSpec shard_;
     MoeShard moe_shard_;
     TpShard tp_;
-    core::Status ep_status_; // the first collective failure of a forward
+    CpShard cp_;
+    std::vector<std::pair<int32_t, int32_t>> pending_copies_; // CP: block copies for the next forward
+    core::Status ep_status_;                                  // the first collective failure of a forward
     std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
     RuntimeSpec runtime_;
     // validate()'s scratch, sized once (no allocation while a step's size is unchanged).

@@ -71,6 +71,10 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
         fake_quant_with_ties(kv.data(), n, d, QuantTieOverride::kWindowKv, l, pos, *ties_);
     else
         kernels::ref::fake_quant_fp8_block(kv.data(), n, d, 32);
+    // CP: window rows and compressed entries go through the local block table (context_parallel.cpp).
+    std::vector<int32_t> local_table;
+    if (cp_.active()) local_block_table(ch, (ch.start + n - 1) / spec_.block_size + 1, local_table);
+    const int32_t* split_table = cp_.active() ? local_table.data() : ch.block_table;
     kernels::KvStoreParams ks;
     ks.kv = kv.data();
     ks.n = n;
@@ -78,7 +82,7 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     ks.start_pos = ch.start;
     ks.raw = pools_.raw[l].data();
     ks.block_size = spec_.block_size;
-    ks.block_table = ch.block_table;
+    ks.block_table = split_table;
     be.kv_store(ks);
 
     kernels::PagedEntries comp{};
@@ -161,12 +165,12 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
             } else {
                 kernels::ref::fake_quant_fp4_block(latent.data(), g, d, 16, /*e4m3_scales=*/true);
             }
-            kernels::PagedEntries e = paged(pools_.comp[l], d, m, spec_.block_size, ch.block_table);
+            kernels::PagedEntries e = paged(pools_.comp[l], d, m, spec_.block_size, split_table);
             for (int64_t j = 0; j < g; ++j) std::copy_n(latent.data() + j * d, d, e.entry(w0 + j));
         }
         // Without picks (no index source ran in this forward) every compressed entry is masked off.
         if (sh.has_picks) {
-            comp = paged(pools_.comp[src], d, m, spec_.block_size, ch.block_table);
+            comp = paged(pools_.comp[src], d, m, spec_.block_size, split_table);
             picks = sh.picks.data();
         }
     }
@@ -184,13 +188,31 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     ap.sink = w.sink.data();
     ap.raw = pools_.raw[l].data();
     ap.block_size = spec_.block_size;
-    ap.block_table = ch.block_table;
+    ap.block_table = split_table;
     ap.compressed = comp;
     ap.picks = picks;
     ap.topk = c.index_topk;
     ap.o = o.data();
     ap.o_ld = H * d;
+    // Context parallelism: this rank's partial over the blocks it owns (block g on CP rank g % cp; the
+    // sink on rank 0 only), merged over the CP group by log-sum-exp in rank order (V4's
+    // context_parallel.h). Picks and window rows are the same on every rank (the indexer is replicated).
+    std::vector<uint8_t> owned;          // [chunk's block-table entries]
+    std::vector<float> lse_max, lse_sum; // [n, H]
+    if (cp_.active()) {
+        const int64_t nb = (ch.start + n - 1) / spec_.block_size + 1;
+        owned.resize(nb);
+        for (int64_t j = 0; j < nb; ++j) owned[j] = ch.block_table[j] % cp_.size() == cp_.rank() ? 1 : 0;
+        lse_max.assign(n * H, kNegInf);
+        lse_sum.assign(n * H, 0.0f);
+        ap.owned_blocks = owned.data();
+        if (cp_.rank() != 0) ap.sink = nullptr;
+        ap.lse_max = lse_max.data();
+        ap.lse_sum = lse_sum.data();
+    }
     be.sparse_attention(ap);
+    if (cp_.active())
+        deepseek_v4::cp_merge_partials(be, cp_, o.data(), H * d, lse_max.data(), lse_sum.data(), n, H, d);
     kernels::RopeParams inv = rope_params(rope, o.data(), n, H, d, pos);
     inv.inverse = true;
     be.rope(inv);

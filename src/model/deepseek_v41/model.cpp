@@ -63,6 +63,10 @@ DeepseekV41Model::DeepseekV41Model(std::unique_ptr<weights::Checkpoint> ckpt, Mo
         tp_.group = shard_.tp;
         tp_.status = &ep_status_;
     }
+    if (shard_.cp && shard_.cp->size() > 1) {
+        cp_.group = shard_.cp;
+        cp_.status = &ep_status_;
+    }
 }
 
 Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::string& dir,
@@ -201,11 +205,13 @@ Status DeepseekV41Model::init_kv_cache(const KvCacheSpec& spec) {
     pools_.raw.resize(L);
     pools_.comp.resize(L);
     pools_.keys.resize(L);
+    pending_copies_.clear();
+    const int64_t split = split_blocks(); // CP: this rank's blocks + trash (context_parallel.cpp)
     for (int64_t l = 0; l < L; ++l) {
-        pools_.raw[l].assign(blocks * spec.block_size * c.head_dim, 0.0f);
+        pools_.raw[l].assign(split * spec.block_size * c.head_dim, 0.0f);
         if (c.is_kv_source(l)) {
             const int64_t e = entries_per_block(spec.block_size, c.compress_ratios[l]);
-            pools_.comp[l].assign(blocks * e * c.head_dim, 0.0f);
+            pools_.comp[l].assign(split * e * c.head_dim, 0.0f);
             pools_.keys[l].assign(blocks * e * c.index_head_dim, 0.0f);
         }
     }
@@ -228,6 +234,15 @@ void DeepseekV41Model::copy_block(int32_t src, int32_t dst) {
     const ModelConfig& c = config_;
     const int64_t N = c.engram.max_ngram_size;
     std::copy_n(pools_.ngram.data() + src * N, N, pools_.ngram.data() + dst * N);
+    if (cp_.active()) { // the whole indexer keys now, the split stores at the next forward
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+            if (!c.is_kv_source(l)) continue;
+            const int64_t e = entries_per_block(spec_.block_size, c.compress_ratios[l]) * c.index_head_dim;
+            std::copy_n(pools_.keys[l].data() + src * e, e, pools_.keys[l].data() + dst * e);
+        }
+        pending_copies_.emplace_back(src, dst);
+        return;
+    }
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         const int64_t n = spec_.block_size * c.head_dim;
         std::copy_n(pools_.raw[l].data() + src * n, n, pools_.raw[l].data() + dst * n);
@@ -284,6 +299,7 @@ Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
     // The ops' scratch (and the EP slots) come from the workspace, which nothing else resets here.
     backend_->workspace().reset();
     ep_status_ = Status();
+    if (!pending_copies_.empty()) run_pending_copies();
     const ModelConfig& c = config_;
     const int64_t T = batch.num_tokens(), D = c.hidden_size, L = c.num_hidden_layers;
     if (probes_) {

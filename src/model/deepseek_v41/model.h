@@ -20,6 +20,7 @@
 
 #include "kernels/backend.h"
 #include "model/causal_lm.h"
+#include "model/deepseek_v4/context_parallel.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/rope.h"
@@ -47,7 +48,8 @@ public:
     // Opens DIR (config.json, safetensors, engram_hash.safetensors) and binds every weight. With a shard
     // (V4's ShardSpec, docs/parallelism.md): only this rank's routed experts, split over `shard.moe`
     // exactly as V4 splits them (bit-identical slot all-reduce), and the LM head's vocabulary over
-    // `shard.tp` (gathered). Attention, Engram and the indexer run whole on every rank.
+    // `shard.tp` (gathered). Attention, Engram and the indexer run whole on every rank; with `shard.cp`
+    // (context parallelism) the attention reads only this rank's KV blocks, partials merged by LSE.
     static core::Result<std::unique_ptr<DeepseekV41Model>> load(const std::string& dir,
                                                                 const deepseek_v4::ShardSpec& shard = {});
 
@@ -74,6 +76,12 @@ public:
     // (the default) runs the plain quantizers.
     void set_quant_ties(QuantTieOverride* t) { ties_ = t; }
     const ModelConfig& config() const { return config_; }
+    // Floats held in the window-row and compressed-entry pools (tests: CP stores about 1/cp of them).
+    int64_t split_pool_floats() const {
+        int64_t f = 0;
+        for (size_t l = 0; l < pools_.raw.size(); ++l) f += pools_.raw[l].size() + pools_.comp[l].size();
+        return f;
+    }
 
     // The per-layer KV sizes (floats), for kv_geometry and the docs.
     struct Pools {
@@ -130,6 +138,15 @@ private:
     deepseek_v4::ShardSpec shard_;
     deepseek_v4::MoeShard moe_shard_;
     deepseek_v4::TpShard tp_;
+    // Context parallelism: attention over this rank's blocks, merged over the group (attention.cpp); the
+    // window rows and compressed entries stored per owner (context_parallel.cpp).
+    deepseek_v4::CpShard cp_;
+    std::vector<std::pair<int32_t, int32_t>> pending_copies_; // CP: block copies for the next forward
+    int64_t split_blocks() const;                             // blocks of pools_.raw / pools_.comp
+    void local_block_table(const Chunk& ch, int64_t n_blocks, std::vector<int32_t>& out) const;
+    int64_t split_block_floats() const;
+    void copy_split_block(int32_t src, int32_t dst, bool pack, float* buf);
+    void run_pending_copies();
     core::Status ep_status_; // the first collective failure of a forward
     std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
 };

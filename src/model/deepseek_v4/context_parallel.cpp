@@ -1,0 +1,56 @@
+#include "model/deepseek_v4/context_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <span>
+
+namespace deepinfer::model::deepseek_v4 {
+
+void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_t o_ld, const float* mx,
+                       const float* sum, int64_t T, int64_t H, int64_t d) {
+    const int64_t n = cp.size(), row = H * (d + 2); // per token: o [H, d], then max [H], sum [H]
+    kernels::Workspace& ws = be.workspace();
+    const kernels::Workspace::Mark mark = ws.mark();
+    float* send = ws.take<float>(T * row);     // [T, H * (d + 2)]
+    float* recv = ws.take<float>(n * T * row); // [n, T, H * (d + 2)]
+    for (int64_t t = 0; t < T; ++t) {
+        float* s = send + t * row;
+        std::copy_n(o + t * o_ld, H * d, s);
+        std::copy_n(mx + t * H, H, s + H * d);
+        std::copy_n(sum + t * H, H, s + H * d + H);
+    }
+    core::Status st = cp.group->all_gather_f32(std::span<const float>(send, static_cast<size_t>(T * row)),
+                                               std::span<float>(recv, static_cast<size_t>(n * T * row)));
+    if (!st.ok()) {
+        if (cp.status && cp.status->ok()) *cp.status = st.with_context("context parallel merge");
+        ws.release(mark);
+        return;
+    }
+    float* w = ws.take<float>(n); // [n] each rank's weight w_r of one (token, head)
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t h = 0; h < H; ++h) {
+            float M = -INFINITY;
+            for (int64_t r = 0; r < n; ++r) M = std::max(M, recv[(r * T + t) * row + H * d + h]);
+            float L = 0.0f;
+            for (int64_t r = 0; r < n; ++r) {
+                const float* p = recv + (r * T + t) * row;
+                const float l = p[H * d + H + h];
+                w[r] = l == 0.0f ? 0.0f : std::exp(p[H * d + h] - M) * l;
+                L += w[r];
+            }
+            float* oh = o + t * o_ld + h * d;
+            std::fill_n(oh, d, 0.0f);
+            if (L == 0.0f) continue; // padding rows: no rank attended
+            for (int64_t r = 0; r < n; ++r) {
+                if (w[r] == 0.0f) continue;
+                const float a = w[r] / L;
+                const float* orh = recv + (r * T + t) * row + h * d;
+                for (int64_t c = 0; c < d; ++c) oh[c] += a * orh[c];
+            }
+        }
+    }
+    ws.release(mark);
+}
+
+} // namespace deepinfer::model::deepseek_v4

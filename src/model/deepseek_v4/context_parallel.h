@@ -1,0 +1,38 @@
+#pragma once
+// Context parallelism (CP, docs/parallelism.md "Context parallelism"). Tokens and queries are replicated over
+// the CP group; KV blocks are owned round-robin (block g's raw rows and attention entries live on CP rank
+// g % cp, kv_cache.h), each rank's sparse attention reads only its blocks (and rank 0 alone adds the sink),
+// and the per-head partials (max logit, sum of exp, normalised output) are all-gathered and merged by
+// log-sum-exp in rank order, so every rank of the group ends with the same bits.
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "kernels/backend.h"
+#include "parallel/communicator.h"
+
+namespace deepinfer::model::deepseek_v4 {
+
+struct CpShard {
+    parallel::Communicator* group = nullptr; // nullptr or one rank: no CP
+    core::Status* status = nullptr;          // the first collective failure lands here
+
+    bool active() const { return group != nullptr && group->size() > 1; }
+    int64_t rank() const { return group ? group->rank() : 0; }
+    int64_t size() const { return group ? group->size() : 1; }
+};
+
+// Merges this rank's partials with the group's, in place on every rank:
+//   o [T, H, d] (row stride o_ld) normalised by its own sum, mx / sum [T, H] (from SparseAttentionParams'
+//   lse_max / lse_sum; rows no chunk wrote must hold -inf / 0 and o = 0).
+// After the call o[t, h] = sum_r (w_r / L) o_r with w_r = exp(m_r - M) l_r, M = max_r m_r, L = sum_r w_r,
+// added in rank order; rows where every rank's sum is 0 stay 0. One all-gather of [T, H, d + 2] floats.
+void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_t o_ld, const float* mx,
+                       const float* sum, int64_t T, int64_t H, int64_t d);
+
+// Workspace floats per token cp_merge_partials takes for a group of `size` ranks (0 without CP).
+inline int64_t cp_merge_floats(int64_t size, int64_t H, int64_t d) {
+    return size > 1 ? (size + 1) * H * (d + 2) + 2 * H : 0;
+}
+
+} // namespace deepinfer::model::deepseek_v4

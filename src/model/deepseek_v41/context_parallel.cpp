@@ -1,0 +1,86 @@
+// V4.1 under context parallelism (docs/parallelism.md "CP on V4.1"): which blocks of the split stores
+// (every layer's window rows, the KV sources' compressed entries) this CP rank holds, and block copies
+// between owners. Block g lives on CP rank g % cp at local index g / cp; the last local block is the
+// trash block where the (replicated) writes meant for other ranks' blocks land. The indexer keys and the
+// Engram n-gram snapshots stay whole on every rank.
+
+#include <algorithm>
+#include <span>
+
+#include "model/deepseek_v41/model.h"
+
+namespace deepinfer::model::deepseek_v41 {
+
+int64_t DeepseekV41Model::split_blocks() const {
+    if (!cp_.active()) return spec_.num_blocks + 1; // + scratch
+    const int64_t cp = cp_.size(), me = cp_.rank();
+    return (spec_.num_blocks - me + cp - 1) / cp + 1; // own blocks + trash
+}
+
+void DeepseekV41Model::local_block_table(const Chunk& ch, int64_t n_blocks, std::vector<int32_t>& out) const {
+    out.resize(n_blocks);
+    const int64_t cp = cp_.size(), me = cp_.rank(), trash = split_blocks() - 1;
+    for (int64_t j = 0; j < n_blocks; ++j) {
+        const int32_t g = ch.block_table[j];
+        out[j] = g % cp == me ? static_cast<int32_t>(g / cp) : static_cast<int32_t>(trash);
+    }
+}
+
+// The split stores of one block: [L window rows, KV sources' compressed entries] in layer order.
+int64_t DeepseekV41Model::split_block_floats() const {
+    const ModelConfig& c = config_;
+    int64_t f = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        f += spec_.block_size * c.head_dim;
+        if (c.is_kv_source(l)) f += spec_.block_size / c.compress_ratios[l] * c.head_dim;
+    }
+    return f;
+}
+
+void DeepseekV41Model::copy_split_block(int32_t src, int32_t dst, bool pack, float* buf) {
+    const ModelConfig& c = config_;
+    // pack: local block src -> buf; else buf -> local block dst (src unused).
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        const int64_t n = spec_.block_size * c.head_dim;
+        if (pack)
+            std::copy_n(pools_.raw[l].data() + src * n, n, buf);
+        else
+            std::copy_n(buf, n, pools_.raw[l].data() + dst * n);
+        buf += n;
+        if (!c.is_kv_source(l)) continue;
+        const int64_t e = spec_.block_size / c.compress_ratios[l] * c.head_dim;
+        if (pack)
+            std::copy_n(pools_.comp[l].data() + src * e, e, buf);
+        else
+            std::copy_n(buf, e, pools_.comp[l].data() + dst * e);
+        buf += e;
+    }
+}
+
+// Every rank, at the start of a forward, in call order: the leader's LeaderLm applies a copy at once while
+// followers replay it with the next step, so the copies between owners (a broadcast each) wait for here.
+void DeepseekV41Model::run_pending_copies() {
+    const int64_t cp = cp_.size(), me = cp_.rank();
+    std::vector<float> buf(split_block_floats());
+    for (const auto& [src, dst] : pending_copies_) {
+        const int64_t owner_src = src % cp, owner_dst = dst % cp;
+        if (owner_src == owner_dst) {
+            if (me == owner_src) {
+                copy_split_block(static_cast<int32_t>(src / cp), 0, true, buf.data());
+                copy_split_block(0, static_cast<int32_t>(dst / cp), false, buf.data());
+            }
+            continue;
+        }
+        if (!ep_status_.ok()) continue;
+        if (me == owner_src) copy_split_block(static_cast<int32_t>(src / cp), 0, true, buf.data());
+        core::Status s = cp_.group->broadcast_f32(std::span<float>(buf), static_cast<int>(owner_src));
+        if (!s.ok()) {
+            ep_status_ = s.with_context("context parallel copy_block");
+            continue;
+        }
+        if (me == owner_dst) copy_split_block(0, static_cast<int32_t>(dst / cp), false, buf.data());
+    }
+    pending_copies_.clear();
+}
+
+} // namespace deepinfer::model::deepseek_v41

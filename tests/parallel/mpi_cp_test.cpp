@@ -1,0 +1,410 @@
+// Runs under `mpirun -np N` (ctest: N = 2 and 4): context parallelism (docs/parallelism.md "Context
+// parallelism") on tiny-v4 and tiny-v4-fp8, in three layouts: CP N, EP on CP (ep = cp = N: the MoE group is
+// the CP group, tokens replicated, one all-reduce) and TP 2 x CP N/2. Rank 0 drives the sharded model
+// through LeaderLm and runs the unsharded model in-process on the same batches; the other ranks follow.
+// CP changes the grouping of the softmax sums (per rank, then merged), so logits are compared with a bound
+// and the greedy tokens must be equal; the largest deviation is printed. Lockstep tests check that a rank
+// stores only its blocks' raw rows and attention entries (the KV bytes per rank, and NaN written where the
+// other ranks' blocks would be changes nothing) and that a sequence forked onto blocks of other owners
+// (copy_block between owners: a broadcast) continues exactly like one process's.
+
+#include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/step_sync.h"
+#include "model/deepseek_v41/model.h"
+#include "model/sequence_runner.h"
+#include "parallel/layout_groups.h"
+#include "parallel/mpi_runtime.h"
+
+#include "../model/golden_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace deepinfer::model::deepseek_v4 {
+namespace {
+
+parallel::Communicator* g_world = nullptr;
+
+using testing::Goldens;
+using testing::source_path;
+
+// Small blocks so the 8-row window crosses a block (and a rank) boundary at almost every position.
+constexpr int64_t kBlockSize = 8;
+// |logit - one process| bound: the merge regroups f32 sums of a few dozen terms (measured ~1e-6 on V4, up to
+// 6e-5 on tiny-v41). tiny-v41-fp8's 300-token prompt is the exception: measured 9.4e-4 at cp 2 and 4 (every
+// other prompt <= 3.7e-5, tokens equal), most likely because V4.1's cache fake-quant (part of the model: FP8
+// window KV, FP4 compressed KV and indexer keys) turns a last-bit difference of an attention output into a
+// whole quantization step where an element sits at a rounding boundary (docs/deepseek-v41-model.md measures
+// the same effect between one-shot and chunked prefill; not traced element by element here). That prompt
+// gets 2e-3.
+constexpr double kLogitTolerance = 1e-4;
+double logit_tolerance(const std::string& model, int prompt_len) {
+    return model == "tiny-v41-fp8" && prompt_len > 256 ? 2e-3 : kLogitTolerance;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double d = a.size() == b.size() ? 0 : std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+        d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    return d;
+}
+
+struct Layout {
+    const char* name;
+    int tp, ep_on_cp; // cp = world / tp; ep = cp when ep_on_cp
+};
+
+class CpRun {
+public:
+    CpRun(const std::string& name, Layout l) : dir_(source_path("models/" + name)), layout_(l) {}
+
+    void load() {
+        const int world = g_world->size(), cp = world / layout_.tp;
+        auto layout = parallel::make_parallel_layout(layout_.tp, layout_.ep_on_cp ? cp : 1, cp, world);
+        ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+        auto groups = parallel::make_layout_groups(*g_world, *layout);
+        ASSERT_TRUE(groups.ok()) << groups.status().to_string();
+        groups_ = std::move(*groups);
+        ASSERT_EQ(groups_.cp->size(), cp);
+        ShardSpec spec;
+        spec.moe = groups_.moe.get();
+        spec.tp = groups_.tp.get();
+        spec.cp = groups_.cp.get();
+        if (v41()) { // V4.1: the same hooks (window and compressed entries by block owner, merged)
+            using deepseek_v41::DeepseekV41Model;
+            auto m = DeepseekV41Model::load(dir_, spec);
+            ASSERT_TRUE(m.ok()) << m.status().to_string();
+            shard41_ = std::move(*m);
+            if (g_world->rank() == 0) {
+                auto ref = DeepseekV41Model::load(dir_);
+                ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+                ref41_ = std::move(*ref);
+            }
+            return;
+        }
+        auto m = DeepseekV4Model::load(dir_, spec);
+        ASSERT_TRUE(m.ok()) << m.status().to_string();
+        shard_ = std::move(*m);
+        if (g_world->rank() == 0) {
+            auto ref = DeepseekV4Model::load(dir_);
+            ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+            ref_ = std::move(*ref);
+        }
+    }
+
+    bool v41() const { return dir_.find("tiny-v41") != std::string::npos; }
+    ShardedLm* lm() const { return shard41_ ? static_cast<ShardedLm*>(shard41_.get()) : shard_.get(); }
+    CausalLm* ref() const { return ref41_ ? static_cast<CausalLm*>(ref41_.get()) : ref_.get(); }
+
+    parallel::LayoutGroups groups_;
+    std::unique_ptr<DeepseekV4Model> shard_, ref_;
+    std::unique_ptr<deepseek_v41::DeepseekV41Model> shard41_, ref41_;
+    std::string dir_;
+    Layout layout_;
+};
+
+class MpiCp : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {
+protected:
+    void SetUp() override {
+        if (g_world->size() % layout().tp != 0 || g_world->size() / layout().tp < 2)
+            GTEST_SKIP() << "the layout needs cp >= 2";
+    }
+    std::string model() const { return std::get<0>(GetParam()); }
+    Layout layout() const { return std::get<1>(GetParam()); }
+};
+
+// Each golden prompt: prefill in chunks of 5 (every row's logits), 8 greedy decode steps, through the step
+// protocol; logits within the bound of the unsharded model's, equal tokens.
+TEST_P(MpiCp, GreedyTokensEqualOneProcess) {
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.lm());
+    const Goldens g(model());
+    const int n_prompts = g.num_prompts();
+    ASSERT_GT(n_prompts, 0);
+    parallel::StepChannel channel(*g_world);
+    if (g_world->rank() != 0) {
+        core::Status s = run_model_follower(*run.lm(), channel);
+        EXPECT_TRUE(s.ok()) << s.to_string();
+        return;
+    }
+    LeaderLm leader(run.lm(), &channel);
+    const int64_t V = leader.vocab_size();
+    double worst = 0, largest = 0;
+    int64_t positions = 0;
+    std::vector<double> prompt_worst(n_prompts, 0.0);
+    for (int p = 0; p < n_prompts; ++p) {
+        const std::vector<int32_t> ids = g.ids("prompt." + std::to_string(p) + ".ids");
+        const int64_t total = static_cast<int64_t>(ids.size()) + 8;
+        KvCacheSpec spec{kBlockSize, (total + kBlockSize - 1) / kBlockSize, 1};
+        for (CausalLm* lm : {static_cast<CausalLm*>(&leader), run.ref()}) {
+            ASSERT_TRUE(lm->configure_runtime({8, 1}).ok());
+            ASSERT_TRUE(lm->init_kv_cache(spec).ok());
+        }
+        std::vector<int32_t> blocks;
+        for (int32_t b = 0; b < spec.num_blocks; ++b) blocks.push_back(b);
+        SequenceRunner a(&leader, 0, blocks), b(run.ref(), 0, blocks);
+        std::vector<float> la, lb;
+        std::vector<int32_t> tokens_a, tokens_b, next_a = ids, next_b = ids;
+        for (int step = 0; step <= 8; ++step) {
+            for (size_t s = 0; s < next_a.size(); s += 5) {
+                const size_t e = std::min(next_a.size(), s + 5);
+                core::Status sa =
+                    a.feed(std::vector<int32_t>(next_a.begin() + s, next_a.begin() + e), 0, true, &la);
+                core::Status sb =
+                    b.feed(std::vector<int32_t>(next_b.begin() + s, next_b.begin() + e), 0, true, &lb);
+                ASSERT_TRUE(sa.ok()) << sa.to_string();
+                ASSERT_TRUE(sb.ok()) << sb.to_string();
+                const double diff = max_abs_diff(la, lb);
+                worst = std::max(worst, diff);
+                for (float v : lb) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+                if (diff > prompt_worst[p]) prompt_worst[p] = diff;
+                ASSERT_LT(diff, logit_tolerance(model(), static_cast<int>(ids.size())))
+                    << model() << " " << layout().name << " prompt " << p;
+                positions += static_cast<int64_t>(e - s);
+            }
+            tokens_a.push_back(argmax(la.data() + la.size() - V, V));
+            tokens_b.push_back(argmax(lb.data() + lb.size() - V, V));
+            next_a = {tokens_a.back()};
+            next_b = {tokens_b.back()};
+        }
+        EXPECT_EQ(tokens_a, tokens_b) << model() << " " << layout().name << " prompt " << p;
+    }
+    std::printf(
+        "[cp] %s %s np %d: %d prompts, %lld positions, max |logit - one process| = %.3g (max |logit| %.3g)\n",
+        model().c_str(), layout().name, g_world->size(), n_prompts, static_cast<long long>(positions), worst,
+        largest);
+    for (int p = 0; p < n_prompts; ++p) std::printf("[cp]   prompt %d: %.3g\n", p, prompt_worst[p]);
+    core::Status s = channel.publish_shutdown();
+    EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+// Lockstep (every rank drives its shard with the same batches): a rank's split stores hold only its blocks
+// (plus one trash block for the writes meant for other ranks), so its KV bytes are below one process's.
+// After a 40-token prefill every rank fills the raw rows and attention entries of the blocks it does not
+// own with NaN (they land in the trash block). Decoding on must give finite logits, equal on every rank bit
+// for bit, and the one-process tokens. (The indexer's keys are whole on every rank: every rank scores
+// every entry, docs/parallelism.md.)
+TEST_P(MpiCp, RanksReadOnlyTheirOwnBlocks) {
+    if (model().rfind("tiny-v41", 0) == 0) GTEST_SKIP() << "V4 only (V4.1 keeps its pools whole)";
+    if (layout().tp != 1 || layout().ep_on_cp) GTEST_SKIP() << "one layout is enough";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const Goldens g(model());
+    const std::vector<int32_t> ids = g.ids("prompt.7.ids");
+    const int64_t n = static_cast<int64_t>(ids.size()), steps = 10;
+    ASSERT_GE(n, 4 * kBlockSize);
+    KvCacheSpec spec{kBlockSize, (n + steps + kBlockSize - 1) / kBlockSize, 1};
+    std::vector<CausalLm*> lms = {run.shard_.get()};
+    if (run.ref_) lms.push_back(run.ref_.get());
+    for (CausalLm* lm : lms) {
+        ASSERT_TRUE(lm->configure_runtime({64, 1}).ok());
+        ASSERT_TRUE(lm->init_kv_cache(spec).ok());
+    }
+    std::vector<int32_t> blocks;
+    for (int32_t b = 0; b < spec.num_blocks; ++b) blocks.push_back(b);
+    SequenceRunner a(run.shard_.get(), 0, blocks);
+    std::unique_ptr<SequenceRunner> b;
+    if (run.ref_) b = std::make_unique<SequenceRunner>(run.ref_.get(), 0, blocks);
+    std::vector<float> la, lb;
+    ASSERT_TRUE(a.feed(ids, 0, false, &la).ok());
+    if (b) {
+        ASSERT_TRUE(b->feed(ids, 0, false, &lb).ok());
+    }
+
+    const ModelConfig& c = run.shard_->config();
+    KvCache& cache = run.shard_->kv_cache();
+    const int cp = run.groups_.cp->size(), me = run.groups_.cp->rank();
+    EXPECT_EQ(cache.local_blocks(), (cache.num_blocks() - me + cp - 1) / cp + 1);
+    if (run.ref_) {
+        const KvCache& whole = run.ref_->kv_cache();
+        EXPECT_EQ(whole.local_blocks(), whole.num_blocks());
+        EXPECT_LT(cache.bytes(), whole.bytes());
+        std::printf("[cp] %s cp %d: KV bytes on rank 0 %lld of one process's %lld (%d blocks of %d)\n",
+                    model().c_str(), cp, static_cast<long long>(cache.bytes()),
+                    static_cast<long long>(whole.bytes()), cache.local_blocks(), whole.num_blocks());
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    int64_t poisoned = 0;
+    for (int64_t j = 0; j < static_cast<int64_t>(blocks.size()); ++j) {
+        if (j % cp == me) continue;
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+            for (int64_t r = 0; r < kBlockSize; ++r)
+                std::fill_n(cache.raw_row(l, blocks[j], r), c.head_dim, nan);
+            const CompressorGeom& geo = cache.geom(l, CompressorKind::kAttention);
+            if (!geo.present) continue;
+            for (int64_t e = 0; e < kBlockSize / geo.ratio; ++e)
+                std::fill_n(cache.entry(l, CompressorKind::kAttention, blocks[j], e), geo.width, nan);
+        }
+        ++poisoned;
+    }
+    EXPECT_GT(poisoned, 0);
+    const int64_t V = c.vocab_size;
+    for (int64_t step = 0; step < steps; ++step) {
+        const int32_t tok = argmax(la.data() + la.size() - V, V);
+        if (b) {
+            EXPECT_EQ(tok, argmax(lb.data() + lb.size() - V, V)) << "step " << step;
+            ASSERT_TRUE(b->feed({tok}, 0, false, &lb).ok());
+        }
+        ASSERT_TRUE(a.feed({tok}, 0, false, &la).ok());
+        for (float v : la) ASSERT_TRUE(std::isfinite(v)) << "rank " << g_world->rank() << " step " << step;
+        std::vector<float> all(la.size() * g_world->size());
+        ASSERT_TRUE(g_world->all_gather_f32(la, all).ok());
+        for (int r = 1; r < g_world->size(); ++r)
+            EXPECT_EQ(std::memcmp(all.data(), all.data() + r * la.size(), la.size() * sizeof(float)), 0)
+                << "rank " << r << " step " << step;
+        if (b) {
+            EXPECT_LT(max_abs_diff(la, lb), kLogitTolerance) << "step " << step;
+        }
+    }
+}
+
+// Lockstep: sequence A (slot 0) prefills 37 tokens, then is forked into slot 1 on blocks whose owners
+// differ from A's (copy_block between owners is a broadcast from the source's owner, deferred to the next
+// forward) and both continue greedily: logits within the bound of one process doing the same.
+TEST_P(MpiCp, ForkOntoOtherOwnersBlocksContinuesExactly) {
+    if (model().rfind("tiny-v41", 0) == 0) GTEST_SKIP() << "V4 only (V4.1 keeps its pools whole)";
+    if (layout().tp != 1 || layout().ep_on_cp) GTEST_SKIP() << "one layout is enough";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const Goldens g(model());
+    std::vector<int32_t> ids = g.ids("prompt.7.ids");
+    ids.resize(37); // a partial last block
+    const int cp = run.groups_.cp->size();
+    std::vector<int32_t> blocks_a, blocks_b;
+    for (int32_t j = 0; j < 8; ++j) {
+        blocks_a.push_back(j);
+        blocks_b.push_back(9 + j); // owner (9 + j) % cp != j % cp
+        ASSERT_NE((9 + j) % cp, j % cp);
+    }
+    std::vector<CausalLm*> lms = {run.shard_.get()};
+    if (run.ref_) lms.push_back(run.ref_.get());
+    std::vector<std::vector<float>> last(lms.size());
+    for (size_t m = 0; m < lms.size(); ++m) {
+        CausalLm* lm = lms[m];
+        ASSERT_TRUE(lm->configure_runtime({64, 2}).ok());
+        ASSERT_TRUE(lm->init_kv_cache({kBlockSize, 20, 2}).ok());
+        SequenceRunner a(lm, 0, blocks_a), b(lm, 1, blocks_b, 1);
+        std::vector<float> la, lb;
+        ASSERT_TRUE(a.feed(ids, 0, false, &la).ok());
+        for (int64_t j = 0; j < 5; ++j) lm->copy_block(blocks_a[j], blocks_b[j]);
+        lm->copy_slot(0, 1);
+        b.advance(static_cast<int64_t>(ids.size()));
+        lb = la;
+        const int64_t V = lm->vocab_size();
+        for (int step = 0; step < 6; ++step) {
+            const int32_t ta = argmax(la.data(), V);
+            // The fork takes the runner-up so the two sequences differ from the first step.
+            std::vector<float> masked = lb;
+            if (step == 0) masked[argmax(lb.data(), V)] = -INFINITY;
+            const int32_t tb = argmax(masked.data(), V);
+            ASSERT_TRUE(a.feed({ta}, 0, false, &la).ok());
+            ASSERT_TRUE(b.feed({tb}, 0, false, &lb).ok());
+            last[m].insert(last[m].end(), la.begin(), la.end());
+            last[m].insert(last[m].end(), lb.begin(), lb.end());
+        }
+    }
+    for (float v : last[0]) ASSERT_TRUE(std::isfinite(v));
+    if (run.ref_) {
+        const double diff = max_abs_diff(last[0], last[1]);
+        EXPECT_LT(diff, kLogitTolerance);
+        std::printf("[cp] %s cp %d fork across owners: max |logit - one process| = %.3g\n", model().c_str(),
+                    cp, diff);
+    }
+}
+
+// V4.1 stores each block's window rows and compressed entries on its owner only (plus a trash block): on CP
+// rank 0 the pools hold (its blocks + 1) / (all blocks + 1) of one process's. (GreedyTokensEqualOneProcess
+// and the generate tests' forks check that the split stores give the one-process tokens.)
+TEST_P(MpiCp, V41StoresOnlyItsBlocks) {
+    if (model().rfind("tiny-v41", 0) != 0 || layout().tp != 1 || layout().ep_on_cp)
+        GTEST_SKIP() << "V4.1, CP N";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.lm());
+    constexpr int64_t kBlocks = 11;
+    const KvCacheSpec spec{kBlockSize, kBlocks, 1};
+    ASSERT_TRUE(run.shard41_->init_kv_cache(spec).ok());
+    if (!run.ref41_) return;
+    ASSERT_TRUE(run.ref41_->init_kv_cache(spec).ok());
+    const int64_t cp = run.groups_.cp->size(), mine = (kBlocks + cp - 1) / cp + 1;
+    const int64_t whole = run.ref41_->split_pool_floats(), split = run.shard41_->split_pool_floats();
+    EXPECT_EQ(split * (kBlocks + 1), whole * mine);
+    EXPECT_LT(split, whole);
+    std::printf("[cp] %s cp %lld: window + compressed KV floats on rank 0: %lld of one process's %lld\n",
+                model().c_str(), static_cast<long long>(cp), static_cast<long long>(split),
+                static_cast<long long>(whole));
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, MpiCp,
+                         ::testing::Combine(::testing::Values("tiny-v4", "tiny-v4-fp8", "tiny-v41",
+                                                              "tiny-v41-fp8"),
+                                            ::testing::Values(Layout{"cp", 1, 0}, Layout{"ep-on-cp", 1, 1},
+                                                              Layout{"tp2-cp", 2, 0})),
+                         [](const ::testing::TestParamInfo<MpiCp::ParamType>& info) {
+                             std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+                             for (char& ch : s)
+                                 if (ch == '-') ch = '_';
+                             return s;
+                         });
+
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+public:
+    explicit FailurePrinter(int rank) : rank_(rank) {}
+    void OnTestPartResult(const ::testing::TestPartResult& r) override {
+        if (r.failed())
+            std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?",
+                         r.line_number(), r.summary());
+    }
+
+private:
+    int rank_;
+};
+
+} // namespace
+} // namespace deepinfer::model::deepseek_v4
+
+int main(int argc, char** argv) {
+    using namespace deepinfer;
+    auto rt = parallel::MpiRuntime::init(&argc, &argv);
+    if (!rt.ok()) {
+        std::fprintf(stderr, "%s\n", rt.status().to_string().c_str());
+        return 2;
+    }
+    ::testing::InitGoogleTest(&argc, argv);
+    int rc = 0;
+    {
+        auto w = (*rt)->world(std::chrono::milliseconds(20000));
+        if (!w.ok()) {
+            std::fprintf(stderr, "%s\n", w.status().to_string().c_str());
+            return 2;
+        }
+        model::deepseek_v4::g_world = w->get();
+        if ((*w)->rank() != 0) {
+            auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+            delete listeners.Release(listeners.default_result_printer());
+            listeners.Append(new model::deepseek_v4::FailurePrinter((*w)->rank()));
+        }
+        rc = RUN_ALL_TESTS();
+        std::int64_t mine[1] = {rc};
+        std::vector<std::int64_t> all((*w)->size());
+        if ((*w)->all_gather_i64(mine, all).ok()) {
+            for (int r = 0; r < (*w)->size(); ++r) {
+                if (all[r] != 0 && (*w)->rank() == 0) std::fprintf(stderr, "rank %d had failures\n", r);
+                if (all[r] != 0) rc = 1;
+            }
+        } else {
+            rc = 1;
+        }
+        model::deepseek_v4::g_world = nullptr;
+    }
+    if (!(*rt)->finalize().ok()) return 3;
+    return rc;
+}
