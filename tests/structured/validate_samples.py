@@ -15,6 +15,20 @@ import sys
 import jsonschema
 
 
+
+def openapi_nullable(schema):
+    """OpenAPI 3.0's `nullable: true`, which the compiler accepts (docs/structured-outputs.md) and JSON
+    Schema validators ignore, as the JSON Schema it means: `null` added to the node's `type`."""
+    if isinstance(schema, list):
+        return [openapi_nullable(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: openapi_nullable(v) for k, v in schema.items()}
+    if out.get("nullable") is True and "type" in out:
+        t = out["type"] if isinstance(out["type"], list) else [out["type"]]
+        out["type"] = t + ["null"] if "null" not in t else t
+    return out
+
 def gbnf_check(source, output):
     for line in source.splitlines():
         if line.startswith("# check:"):
@@ -45,7 +59,7 @@ def main(path):
             if not r["finished"]:
                 raise ValueError("sampling did not reach the end token")
             if kind == "schema":
-                schema = json.loads(r["source"])
+                schema = openapi_nullable(json.loads(r["source"]))
                 cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
                 cls.check_schema(schema)
                 cls(schema, format_checker=cls.FORMAT_CHECKER).validate(json.loads(out))
@@ -66,7 +80,7 @@ def main(path):
                 for c in calls:
                     if c["name"] not in allowed:
                         raise ValueError(f"call to {c['name']!r}, allowed {allowed}")
-                    schema = tools[c["name"]]
+                    schema = openapi_nullable(tools[c["name"]])
                     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
                     cls(schema, format_checker=cls.FORMAT_CHECKER).validate(json.loads(c["arguments"]))
             else:

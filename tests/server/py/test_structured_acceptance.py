@@ -74,7 +74,22 @@ def fixtures(sub, ext):
     return names[::STRIDE]
 
 
+def openapi_nullable(schema):
+    """OpenAPI 3.0's `nullable: true`, which the compiler accepts (docs/structured-outputs.md) and JSON
+    Schema validators ignore, as the JSON Schema it means: `null` added to the node's `type`."""
+    if isinstance(schema, list):
+        return [openapi_nullable(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: openapi_nullable(v) for k, v in schema.items()}
+    if out.get("nullable") is True and "type" in out:
+        t = out["type"] if isinstance(out["type"], list) else [out["type"]]
+        out["type"] = t + ["null"] if "null" not in t else t
+    return out
+
+
 def validator(schema):
+    schema = openapi_nullable(schema)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
