@@ -6,12 +6,14 @@
 # it started under; the summary is the median per configuration and the ratio of medians (per-round ratios
 # too: a noisy round shows up there).
 #   tools/bench/mpi_decode.sh [DEEPINFER] [MODEL_DIR] [ROUNDS] [GEN]
-# defaults: build/release/src/cli/deepinfer, /work/peerw/flash2-fp8, 3 rounds, 16 decode steps
+# defaults: build/release/src/cli/deepinfer, build/models/flash-small (`make-synthetic --preset flash-small`,
+# V4-Flash per-layer dims, made on first use), 3 rounds, 16 decode steps
 set -euo pipefail
 deepinfer=${1:-build/release/src/cli/deepinfer}
-model=${2:-/work/peerw/flash2-fp8}
+model=${2:-build/models/flash-small}
 rounds=${3:-3}
 gen=${4:-16}
+[ -f "$model/config.json" ] || "$deepinfer" make-synthetic --preset flash-small --out "$model" >&2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi=(mpirun --oversubscribe -np 2 --mca btl self,vader --mca btl_vader_single_copy_mechanism none)
 bench=(bench --model "$model" --prompt-len 8 --gen "$gen" --batch 1 --repeats 3 --bw-mb 256 --json)

@@ -4,7 +4,7 @@
 Writes tests/fixtures/tiny-v41/tokenizer_goldens.json and records it (sha256, versions) in
 tests/fixtures/tiny-v41/manifest.json under "tokenizer_goldens" (and in its "files"). make_tiny_v41.py calls
 `write_goldens` too, so a full regeneration writes the same file. Standalone (no model, seconds):
-    ORACLE_VENV=/work/venvs/oracle; $ORACLE_VENV/bin/python tools/oracle/tokenizer_goldens_v41.py
+    $(tools/oracle/venv.sh)/bin/python tools/oracle/tokenizer_goldens_v41.py
 The tokenizer is models/tiny-v41/tokenizer.json as written by make_tiny_v41.py (WordLevel + WhitespaceSplit,
 no normalizer, no decoder). Every encoding is also checked equal to transformers' AutoTokenizer.
 """
