@@ -261,14 +261,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         return;
     }
 
-    if (a.n <= kGemvMaxTokens && gemv_fits(a, k.fp4_half)) {
-        const float* xprep = nullptr;
-        if (w.format == core::WeightFormat::kFp4Group) {
-            std::vector<float>& buf = scratch(0);
-            buf.resize(static_cast<size_t>(a.n * w.cols));
-            detail::prep_fp4_activations(a, k.fp4_half, buf.data());
-            xprep = buf.data();
-        }
+    if (a.n <= kGemvMaxTokens && k.fits(a)) {
+        std::vector<float>& buf = scratch(0);
+        if (buf.size() < static_cast<size_t>(a.n * w.cols)) buf.resize(static_cast<size_t>(a.n * w.cols));
+        const float* xprep = k.prep(a, buf.data()) ? buf.data() : nullptr;
         // Groups of 4 rows, so every thread runs the 4-stream kernel.
         const int64_t groups = (rows + 3) / 4;
         auto body = [&](int64_t b, int64_t e) {
@@ -343,21 +339,4 @@ bool bf16_supported() {
     return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
 }
 
-namespace detail {
-
-void prep_fp4_activations(const MatmulArgs& a, int h, float* xprep) {
-    const int64_t cols = a.w->cols, full = cols / (2 * h) * (2 * h);
-    for (int64_t i = 0; i < a.n; ++i) {
-        const float* x = a.x + i * a.ldx;
-        float* dst = xprep + i * cols;
-        for (int64_t g = 0; g < full; g += 2 * h)
-            for (int j = 0; j < h; ++j) {
-                dst[g + j] = x[g + 2 * j];
-                dst[g + h + j] = x[g + 2 * j + 1];
-            }
-        for (int64_t c = full; c < cols; ++c) dst[c] = x[c];
-    }
-}
-
-} // namespace detail
 } // namespace deepinfer::kernels::cpu
