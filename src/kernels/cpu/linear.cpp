@@ -67,6 +67,33 @@ bool gemv_fits(const MatmulArgs& a, int kw) {
     return false;
 }
 
+// GEMV row groups (4 rows each) handed out in chunks from a shared counter instead of one fixed half per
+// thread: the caller starts at once while the worker is still waking from its condition variable, and a
+// slower or descheduled vCPU takes fewer chunks, so both cores stream until the call's last row. About 8
+// chunks per thread, each whole FP8 row blocks where the weight has them (its scales are folded into the
+// activations once per block and chunk). Every row is computed by the same tile code whatever the split,
+// so the results do not depend on it.
+template <class Fn>
+void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, int64_t groups, const Fn& fn) {
+    if (serial) {
+        fn(0, groups);
+        return;
+    }
+    const int64_t threads = pool->num_threads();
+    const core::Weight& w = *a.w;
+    const int64_t align =
+        w.format == core::WeightFormat::kFp8Block && w.block_rows % 4 == 0 ? w.block_rows / 4 : 8;
+    int64_t chunk = (groups + 8 * threads - 1) / (8 * threads);
+    chunk = std::max(align, (chunk + align - 1) / align * align);
+    std::atomic<int64_t> next{0};
+    auto run = [&](int64_t, int64_t) {
+        for (int64_t b = next.fetch_add(chunk, std::memory_order_relaxed); b < groups;
+             b = next.fetch_add(chunk, std::memory_order_relaxed))
+            fn(b, std::min(b + chunk, groups));
+    };
+    pool->parallel_for(threads, std::ref(run)); // std::ref: the std::function holds a pointer, no allocation
+}
+
 // Per-thread scratch, grown on first use and kept (a steady-state step allocates nothing).
 std::vector<float>& scratch(int which) {
     thread_local std::vector<float> buf[4];
@@ -123,7 +150,7 @@ void gemv_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
         }
         k.gemv(a, b * 4, std::min(e * 4, rows), xb, fold);
     };
-    serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
+    for_row_groups(a, pool, serial, groups, body);
 }
 
 // kFast decode: the int8 GEMV (activations quantized once, rows split over the pool in groups of 4).
@@ -140,7 +167,7 @@ void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     q.quantize_gemv(a, xq, corr, xs);
     const int64_t groups = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) { q.gemv(a, b * 4, std::min(e * 4, rows), xq, corr, xs); };
-    serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
+    for_row_groups(a, pool, serial, groups, body);
 }
 
 void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
@@ -272,9 +299,9 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
             if (fold.size() < static_cast<size_t>(a.n * w.cols))
                 fold.resize(static_cast<size_t>(a.n * w.cols));
             const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep, fold.data());
-            DI_CHECK(ok) << "GEMV refused a layout gemv_fits accepted";
+            DI_CHECK(ok) << "GEMV refused a layout the table's fits accepted";
         };
-        serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
+        for_row_groups(a, pool, serial, groups, body);
         return;
     }
 
