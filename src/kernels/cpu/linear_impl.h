@@ -51,14 +51,23 @@ inline int64_t scale_cols(const core::Weight& w) {
 constexpr int kFp8Fold = 60;
 constexpr int kFp8MinScale = 60, kFp8MaxScale = 134;
 
+// FP4 on AVX-512 takes the "words" kernel for calls of at most this many tokens; it decodes 128 codes in
+// ~15 ops but keeps R x T unscaled chunk sums, so it runs at most 2 tokens per pass over the weights. More
+// tokens take the even/odd kernel (4 tokens per pass, decoding once per pass), which is ahead from n = 4.
+constexpr int64_t kFp4WordsMaxTokens = 2;
+template <class I> bool fp4_words(const MatmulArgs& a) {
+    return I::kPairs && a.n <= kFp4WordsMaxTokens;
+}
+
 // Activation layouts the GEMV reads (xprep [n, cols], written once per call by `prep`):
 //  - I::kPairs (AVX-512), BF16: per 32 columns the 16 even columns, then the 16 odd ones. One 64-byte load is
 //    32 BF16 weights; the even ones become floats by a shift, the odd ones by a mask, with no word-to-dword
 //    expansion (a shuffle) per vector.
-//  - I::kPairs, FP4: "words": per 128 columns (64 bytes, 32 16-bit words of 4 codes), for k = 0..3 the
+//  - I::kPairs, FP4, calls of <= kFp4WordsMaxTokens tokens: "words": per 128 columns (64 bytes, 32 16-bit
+//  words of 4 codes), for k = 0..3 the
 //    vector [x(8j + k)]_j then [x(8j + 4 + k)]_j, j = 0..15: the k-th code of every word goes through one
 //    vpermw on the BF16 e2m1 table, even words are lane j's column 8j + k, odd words 8j + 4 + k.
-//  - otherwise FP4: per 2W columns the W even columns, then the W odd ones (the low / high nibbles).
+//  - other FP4 calls: per 2W columns the W even columns, then the W odd ones (the low / high nibbles).
 // Columns past the last whole group are copied unchanged (the GEMV's scalar tail reads a.x anyway).
 template <class I> void split_even_odd(const MatmulArgs& a, int64_t h, float* xprep) {
     const int64_t cols = a.w->cols, full = cols / (2 * h) * (2 * h);
@@ -112,10 +121,13 @@ template <class I> bool prep(const MatmulArgs& a, float* xprep) {
         // fake-quantized V4.1 cache value past the tiny-v41-fp8 golden's tolerance.)
         return false;
     case WeightFormat::kFp4Group:
-        if constexpr (I::kPairs)
-            split_fp4_words<I>(a, xprep);
-        else
-            split_even_odd<I>(a, I::kW, xprep);
+        if constexpr (I::kPairs) {
+            if (fp4_words<I>(a)) {
+                split_fp4_words<I>(a, xprep);
+                return true;
+            }
+        }
+        split_even_odd<I>(a, I::kW, xprep);
         return true;
     }
     return false;
@@ -148,8 +160,9 @@ inline void fp4_words_step(const typename I::VI* d, typename I::VI lut, const fl
     }
 }
 
-// R weight rows (R independent streams) x T tokens, decoded in registers, FP32 accumulators.
-template <class I, int R, int T, WeightFormat F>
+// R weight rows (R independent streams) x T tokens, decoded in registers, FP32 accumulators. Words: the FP4
+// "words" kernel (else FP4 takes the even/odd one).
+template <class I, int R, int T, WeightFormat F, bool Words>
 void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
     using V = typename I::V;
     constexpr int W = I::kW;
@@ -194,7 +207,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         if constexpr (kTwo)
             for (int i = 0; i < R; ++i)
                 for (int t = 0; t < T; ++t) acc[i][t] = I::add(acc[i][t], acc2[i][t]);
-    } else if constexpr (I::kPairs && F == WeightFormat::kFp4Group) {
+    } else if constexpr (Words && F == WeightFormat::kFp4Group) {
         using VI = typename I::VI;
         vec_cols = cols / kFp4Chunk * kFp4Chunk;
         const uint8_t* base = static_cast<const uint8_t*>(w.data);
@@ -308,21 +321,27 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
 }
 
 template <class I, int R, WeightFormat F> void gemv_rows(const MatmulArgs& a, int64_t r, const float* xprep) {
-    // FP4 "words" keeps R x T unscaled chunk sums besides the accumulators: at most 2 tokens per pass.
-    constexpr int64_t kMaxT = I::kPairs && F == WeightFormat::kFp4Group ? 2 : 4;
-    for (int64_t t0 = 0; t0 < a.n; t0 += kMaxT) {
-        switch (min64(kMaxT, a.n - t0)) {
+    if constexpr (F == WeightFormat::kFp4Group && I::kPairs) {
+        if (fp4_words<I>(a)) {
+            static_assert(kFp4WordsMaxTokens == 2);
+            a.n == 1 ? gemv_tile<I, R, 1, F, true>(a, r, 0, xprep)
+                     : gemv_tile<I, R, 2, F, true>(a, r, 0, xprep);
+            return;
+        }
+    }
+    for (int64_t t0 = 0; t0 < a.n; t0 += 4) {
+        switch (min64(4, a.n - t0)) {
         case 1:
-            gemv_tile<I, R, 1, F>(a, r, t0, xprep);
+            gemv_tile<I, R, 1, F, false>(a, r, t0, xprep);
             break;
         case 2:
-            gemv_tile<I, R, 2, F>(a, r, t0, xprep);
+            gemv_tile<I, R, 2, F, false>(a, r, t0, xprep);
             break;
         case 3:
-            if constexpr (kMaxT >= 3) gemv_tile<I, R, 3, F>(a, r, t0, xprep);
+            gemv_tile<I, R, 3, F, false>(a, r, t0, xprep);
             break;
         default:
-            if constexpr (kMaxT >= 4) gemv_tile<I, R, 4, F>(a, r, t0, xprep);
+            gemv_tile<I, R, 4, F, false>(a, r, t0, xprep);
             break;
         }
     }
@@ -384,7 +403,7 @@ template <class I> bool fits(const MatmulArgs& a, int64_t r0, int64_t r1) {
         return true;
     }
     case WeightFormat::kFp4Group:
-        return I::kPairs ? fp4_words_fit(w.block_cols) : w.block_cols % (2 * I::kW) == 0;
+        return fp4_words<I>(a) ? fp4_words_fit(w.block_cols) : w.block_cols % (2 * I::kW) == 0;
     }
     return false;
 }
