@@ -176,6 +176,8 @@ const std::vector<FormatCase>& formats() {
         {F::kFp8Block, 32, 32, "fp8_small_scales", 40, 70}, // scales below 2^-67: the GEMV declines too
         {F::kFp4Group, 1, 32, "fp4_g32"},
         {F::kFp4Group, 1, 16, "fp4_g16"},
+        {F::kFp4Group, 1, 64, "fp4_g64"},   // AVX-512 FP4 GEMV: two groups per 128-column chunk
+        {F::kFp4Group, 1, 256, "fp4_g256"}, // one group over two chunks
     };
     return f;
 }

@@ -68,6 +68,33 @@ bool gemv_fits(const MatmulArgs& a, int kw) {
     return false;
 }
 
+// GEMV row groups (4 rows each) handed out in chunks from a shared counter instead of one fixed half per
+// thread: the caller starts at once while the worker is still waking from its condition variable, and a
+// slower or descheduled vCPU takes fewer chunks, so both cores stream until the call's last row. About 8
+// chunks per thread, each whole FP8 row blocks where the weight has them (its scales are folded into the
+// activations once per block and chunk). Every row is computed by the same tile code whatever the split,
+// so the results do not depend on it.
+template <class Fn>
+void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, int64_t groups, const Fn& fn) {
+    if (serial) {
+        fn(0, groups);
+        return;
+    }
+    const int64_t threads = pool->num_threads();
+    const core::Weight& w = *a.w;
+    const int64_t align =
+        w.format == core::WeightFormat::kFp8Block && w.block_rows % 4 == 0 ? w.block_rows / 4 : 8;
+    int64_t chunk = (groups + 8 * threads - 1) / (8 * threads);
+    chunk = std::max(align, (chunk + align - 1) / align * align);
+    std::atomic<int64_t> next{0};
+    auto run = [&](int64_t, int64_t) {
+        for (int64_t b = next.fetch_add(chunk, std::memory_order_relaxed); b < groups;
+             b = next.fetch_add(chunk, std::memory_order_relaxed))
+            fn(b, std::min(b + chunk, groups));
+    };
+    pool->parallel_for(threads, std::ref(run)); // std::ref: the std::function holds a pointer, no allocation
+}
+
 // Per-thread scratch, grown on first use and kept (a steady-state step allocates nothing).
 std::vector<float>& scratch(int which) {
     thread_local std::vector<float> buf[4];
@@ -139,7 +166,7 @@ void gemv_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
         }
         k.gemv(a, b * 4, std::min(e * 4, rows), xb, fold);
     };
-    serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
+    for_row_groups(a, pool, serial, groups, body);
 }
 
 // kFast decode: the int8 GEMV (activations quantized once, rows split over the pool in groups of 4).
@@ -156,7 +183,7 @@ void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     q.quantize_gemv(a, xq, corr, xs);
     const int64_t groups = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) { q.gemv(a, b * 4, std::min(e * 4, rows), xq, corr, xs); };
-    serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
+    for_row_groups(a, pool, serial, groups, body);
 }
 
 // The int8 GEMM (`gemm`: FP4's from the Int8Table, or FP8's from gemm_int8.h) after quantizing the
@@ -290,14 +317,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         return;
     }
 
-    if (a.n <= kGemvMaxTokens && gemv_fits(a, k.fp4_half)) {
-        const float* xprep = nullptr;
-        if (w.format == core::WeightFormat::kFp4Group) {
-            std::vector<float>& buf = scratch(0);
-            buf.resize(static_cast<size_t>(a.n * w.cols));
-            detail::prep_fp4_activations(a, k.fp4_half, buf.data());
-            xprep = buf.data();
-        }
+    if (a.n <= kGemvMaxTokens && k.fits(a)) {
+        std::vector<float>& buf = scratch(0);
+        if (buf.size() < static_cast<size_t>(a.n * w.cols)) buf.resize(static_cast<size_t>(a.n * w.cols));
+        const float* xprep = k.prep(a, buf.data()) ? buf.data() : nullptr;
         // Groups of 4 rows, so every thread runs the 4-stream kernel.
         const int64_t groups = (rows + 3) / 4;
         auto body = [&](int64_t b, int64_t e) {
@@ -305,9 +328,9 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
             if (fold.size() < static_cast<size_t>(a.n * w.cols))
                 fold.resize(static_cast<size_t>(a.n * w.cols));
             const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep, fold.data());
-            DI_CHECK(ok) << "GEMV refused a layout gemv_fits accepted";
+            DI_CHECK(ok) << "GEMV refused a layout the table's fits accepted";
         };
-        serial ? body(0, groups) : pool->parallel_for(groups, std::ref(body));
+        for_row_groups(a, pool, serial, groups, body);
         return;
     }
 
@@ -376,21 +399,4 @@ bool bf16_supported() {
     return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
 }
 
-namespace detail {
-
-void prep_fp4_activations(const MatmulArgs& a, int h, float* xprep) {
-    const int64_t cols = a.w->cols, full = cols / (2 * h) * (2 * h);
-    for (int64_t i = 0; i < a.n; ++i) {
-        const float* x = a.x + i * a.ldx;
-        float* dst = xprep + i * cols;
-        for (int64_t g = 0; g < full; g += 2 * h)
-            for (int j = 0; j < h; ++j) {
-                dst[g + j] = x[g + 2 * j];
-                dst[g + h + j] = x[g + 2 * j + 1];
-            }
-        for (int64_t c = full; c < cols; ++c) dst[c] = x[c];
-    }
-}
-
-} // namespace detail
 } // namespace deepinfer::kernels::cpu

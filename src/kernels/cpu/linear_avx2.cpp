@@ -13,7 +13,8 @@ namespace deepinfer::kernels::cpu::detail::avx2 {
 struct Isa {
     using V = __m256;
     static constexpr int kW = 8;
-    static constexpr int kNv = 2; // GEMM microtile: 6 rows x 2 x 8 tokens = 12 accumulators
+    static constexpr bool kPairs = false; // GEMV layouts: see linear_impl.h
+    static constexpr int kNv = 2;         // GEMM microtile: 6 rows x 2 x 8 tokens = 12 accumulators
 
     static V zero() { return _mm256_setzero_ps(); }
     static V set1(float f) { return _mm256_set1_ps(f); }
@@ -21,6 +22,7 @@ struct Isa {
     static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
     static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
     static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+    static V add(V a, V b) { return _mm256_add_ps(a, b); }
     static float reduce(V v) {
         const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         const __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -51,8 +51,118 @@ inline int64_t scale_cols(const core::Weight& w) {
 constexpr int kFp8Fold = 60;
 constexpr int kFp8MinScale = 60, kFp8MaxScale = 134;
 
-// R weight rows (R independent streams) x T tokens, decoded in registers, FP32 accumulators.
-template <class I, int R, int T, WeightFormat F>
+// FP4 on AVX-512 takes the "words" kernel for calls of at most this many tokens; it decodes 128 codes in
+// ~15 ops but keeps R x T unscaled chunk sums, so it runs at most 2 tokens per pass over the weights. More
+// tokens take the even/odd kernel (4 tokens per pass, decoding once per pass), which is ahead from n = 4.
+constexpr int64_t kFp4WordsMaxTokens = 2;
+template <class I> bool fp4_words(const MatmulArgs& a) {
+    return I::kPairs && a.n <= kFp4WordsMaxTokens;
+}
+
+// Activation layouts the GEMV reads (xprep [n, cols], written once per call by `prep`):
+//  - I::kPairs (AVX-512), BF16: per 32 columns the 16 even columns, then the 16 odd ones. One 64-byte load is
+//    32 BF16 weights; the even ones become floats by a shift, the odd ones by a mask, with no word-to-dword
+//    expansion (a shuffle) per vector.
+//  - I::kPairs, FP4, calls of <= kFp4WordsMaxTokens tokens: "words": per 128 columns (64 bytes, 32 16-bit
+//  words of 4 codes), for k = 0..3 the
+//    vector [x(8j + k)]_j then [x(8j + 4 + k)]_j, j = 0..15: the k-th code of every word goes through one
+//    vpermw on the BF16 e2m1 table, even words are lane j's column 8j + k, odd words 8j + 4 + k.
+//  - other FP4 calls: per 2W columns the W even columns, then the W odd ones (the low / high nibbles).
+// Columns past the last whole group are copied unchanged (the GEMV's scalar tail reads a.x anyway).
+template <class I> void split_even_odd(const MatmulArgs& a, int64_t h, float* xprep) {
+    const int64_t cols = a.w->cols, full = cols / (2 * h) * (2 * h);
+    for (int64_t i = 0; i < a.n; ++i) {
+        const float* x = a.x + i * a.ldx;
+        float* dst = xprep + i * cols;
+        int64_t g = 0;
+        if constexpr (I::kPairs)
+            if (h == 16)
+                for (; g < full; g += 32) I::split32(x + g, dst + g);
+        for (; g < full; g += 2 * h)
+            for (int64_t j = 0; j < h; ++j) {
+                dst[g + j] = x[g + 2 * j];
+                dst[g + h + j] = x[g + 2 * j + 1];
+            }
+        for (int64_t c = full; c < cols; ++c) dst[c] = x[c];
+    }
+}
+constexpr int64_t kFp4Chunk = 128; // columns per FP4 "words" step: 64 bytes
+template <class I> void split_fp4_words(const MatmulArgs& a, float* xprep) {
+    const int64_t cols = a.w->cols, full = cols / kFp4Chunk * kFp4Chunk;
+    for (int64_t i = 0; i < a.n; ++i) {
+        const float* x = a.x + i * a.ldx;
+        float* dst = xprep + i * cols;
+        for (int64_t c0 = 0; c0 < full; c0 += kFp4Chunk) I::words128(x + c0, dst + c0);
+        for (int64_t c = full; c < cols; ++c) dst[c] = x[c];
+    }
+}
+
+// Whether gemv_tile reads this format from its xprep argument: what prep wrote, or for FP8 the copy of the
+// activations with the block scales folded in (gemv_format).
+template <class I, WeightFormat F> constexpr bool uses_prep() {
+    return F == WeightFormat::kFp4Group || F == WeightFormat::kFp8Block ||
+           (I::kPairs && F == WeightFormat::kBF16);
+}
+// Columns of one vector step of the BF16 pair layout (kPairs).
+constexpr int64_t kPairCols = 32;
+
+template <class I> bool prep(const MatmulArgs& a, float* xprep) {
+    switch (a.w->format) {
+    case WeightFormat::kF32:
+    case WeightFormat::kF16:
+        return false;
+    case WeightFormat::kBF16:
+        if (!I::kPairs) return false;
+        split_even_odd<I>(a, kPairCols / 2, xprep);
+        return true;
+    case WeightFormat::kFp8Block:
+        // The FP8 GEMV folds its scales into a copy of a.x (fp8_fold_activations) in column order. (A pair
+        // layout for FP8 saved only ~4% of its CPU time and changed its summation order, which flipped a
+        // fake-quantized V4.1 cache value past the tiny-v41-fp8 golden's tolerance.)
+        return false;
+    case WeightFormat::kFp4Group:
+        if constexpr (I::kPairs) {
+            if (fp4_words<I>(a)) {
+                split_fp4_words<I>(a, xprep);
+                return true;
+            }
+        }
+        split_even_odd<I>(a, I::kW, xprep);
+        return true;
+    }
+    return false;
+}
+
+// FP4 "words" (kPairs): every 8-column lane group lies in one scale group, and a 128-column chunk's groups
+// lie in one aligned window of 16 groups (so one decoded vector of 16 scales serves the chunk).
+inline bool fp4_words_fit(int64_t bc) {
+    return bc % 8 == 0 && (kFp4Chunk % bc == 0 || bc % kFp4Chunk == 0);
+}
+
+// One of the four code positions K of an FP4 "words" chunk for R rows x T tokens: b[i][t] += the chunk's
+// codes K (even and odd words) x the matching activations (unscaled; the group scales multiply b once).
+template <class I, int R, int T, int K>
+inline void fp4_words_step(const typename I::VI* d, typename I::VI lut, const float* const* x, int64_t c0,
+                           typename I::V (*b)[T]) {
+    using V = typename I::V;
+    V xe[T], xo[T];
+    for (int t = 0; t < T; ++t) {
+        xe[t] = I::loadu(x[t] + c0 + 32 * K);
+        xo[t] = I::loadu(x[t] + c0 + 32 * K + 16);
+    }
+    for (int i = 0; i < R; ++i) {
+        V e, o;
+        I::template fp4_word<K>(d[i], lut, e, o);
+        for (int t = 0; t < T; ++t) {
+            b[i][t] = K == 0 ? I::mul(e, xe[t]) : I::fma(e, xe[t], b[i][t]);
+            b[i][t] = I::fma(o, xo[t], b[i][t]);
+        }
+    }
+}
+
+// R weight rows (R independent streams) x T tokens, decoded in registers, FP32 accumulators. Words: the FP4
+// "words" kernel (else FP4 takes the even/odd one).
+template <class I, int R, int T, WeightFormat F, bool Words>
 void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
     using V = typename I::V;
     constexpr int W = I::kW;
@@ -62,17 +172,89 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
     for (int i = 0; i < R; ++i)
         for (int t = 0; t < T; ++t) acc[i][t] = I::zero();
     const float* x[T]; // [cols] per token, in the layout the format's loop reads
-    for (int t = 0; t < T; ++t)
-        x[t] = F == WeightFormat::kFp4Group || F == WeightFormat::kFp8Block ? xprep + (t0 + t) * cols
-                                                                            : a.x + (t0 + t) * a.ldx;
+    for (int t = 0; t < T; ++t) x[t] = uses_prep<I, F>() ? xprep + (t0 + t) * cols : a.x + (t0 + t) * a.ldx;
     int64_t vec_cols = 0;
     float out_scale = 1.0f;
+    if constexpr (F == WeightFormat::kFp8Block)
+        out_scale = bits_f32(static_cast<uint32_t>(127 + 120 - kFp8Fold) << 23);
 
-    if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16 || F == WeightFormat::kF16 ||
-                  F == WeightFormat::kFp8Block) {
+    if constexpr (I::kPairs && F == WeightFormat::kBF16) {
+        // 32 weights per row and step: even columns into acc, odd ones into acc2 (two chains per row and
+        // token while the register budget allows).
+        constexpr bool kTwo = R * T <= 8;
+        V acc2[R][T];
+        for (int i = 0; i < R; ++i)
+            for (int t = 0; t < T; ++t) acc2[i][t] = I::zero();
+        vec_cols = cols / kPairCols * kPairCols;
+        for (int64_t c = 0; c < vec_cols; c += kPairCols) {
+            V xe[T], xo[T];
+            for (int t = 0; t < T; ++t) {
+                xe[t] = I::loadu(x[t] + c);
+                xo[t] = I::loadu(x[t] + c + W);
+            }
+            for (int i = 0; i < R; ++i) {
+                V e, o;
+                I::bf16_pair(static_cast<const uint16_t*>(w.data) + (r + i) * cols + c, e, o);
+                for (int t = 0; t < T; ++t) {
+                    acc[i][t] = I::fma(e, xe[t], acc[i][t]);
+                    if constexpr (kTwo)
+                        acc2[i][t] = I::fma(o, xo[t], acc2[i][t]);
+                    else
+                        acc[i][t] = I::fma(o, xo[t], acc[i][t]);
+                }
+            }
+        }
+        if constexpr (kTwo)
+            for (int i = 0; i < R; ++i)
+                for (int t = 0; t < T; ++t) acc[i][t] = I::add(acc[i][t], acc2[i][t]);
+    } else if constexpr (Words && F == WeightFormat::kFp4Group) {
+        using VI = typename I::VI;
+        vec_cols = cols / kFp4Chunk * kFp4Chunk;
+        const uint8_t* base = static_cast<const uint8_t*>(w.data);
+        const int64_t bc = w.block_cols, sc = scale_cols(w);
+        const VI lut = I::fp4_word_lut();
+        const VI lanes = I::lane_groups(bc); // lane j's group within the chunk: 8j / bc (0 if bc > 128)
+        V sfv[R];                            // 16 decoded group scales per row, groups [g16, g16 + 16)
+        int64_t cur16 = -1;
+        // g = c0 / bc without a division per chunk: bc <= 128 divides the chunk, else is a multiple of it.
+        const int64_t chunks_per_group = bc > kFp4Chunk ? bc / kFp4Chunk : 1;
+        const int64_t groups_per_chunk = bc > kFp4Chunk ? 1 : kFp4Chunk / bc;
+        int64_t g = 0, in_group = 0;
+        for (int64_t c0 = 0; c0 < vec_cols; c0 += kFp4Chunk) {
+            const int64_t g16 = g / 16 * 16;
+            if (g16 != cur16) {
+                cur16 = g16;
+                for (int i = 0; i < R; ++i) {
+                    const uint8_t* srow = w.scale + (r + i) * sc;
+                    if (g16 + 16 <= sc) {
+                        sfv[i] = I::e8m0_vec(srow + g16);
+                    } else {
+                        alignas(64) float tmp[16] = {};
+                        for (int64_t j = g16; j < sc; ++j) tmp[j - g16] = e8m0(srow[j]);
+                        sfv[i] = I::loadu(tmp);
+                    }
+                }
+            }
+            const VI idx = I::add_i(lanes, static_cast<int>(g - g16));
+            VI d[R];
+            for (int i = 0; i < R; ++i) d[i] = I::load_i(base + (r + i) * (cols / 2) + c0 / 2);
+            V b[R][T];
+            fp4_words_step<I, R, T, 0>(d, lut, x, c0, b);
+            fp4_words_step<I, R, T, 1>(d, lut, x, c0, b);
+            fp4_words_step<I, R, T, 2>(d, lut, x, c0, b);
+            fp4_words_step<I, R, T, 3>(d, lut, x, c0, b);
+            for (int i = 0; i < R; ++i) {
+                const V s = I::perm(idx, sfv[i]);
+                for (int t = 0; t < T; ++t) acc[i][t] = I::fma(b[i][t], s, acc[i][t]);
+            }
+            if (++in_group == chunks_per_group) {
+                in_group = 0;
+                g += groups_per_chunk;
+            }
+        }
+    } else if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16 || F == WeightFormat::kF16 ||
+                         F == WeightFormat::kFp8Block) {
         vec_cols = cols / W * W;
-        if constexpr (F == WeightFormat::kFp8Block)
-            out_scale = bits_f32(static_cast<uint32_t>(127 + 120 - kFp8Fold) << 23);
         for (int64_t c = 0; c < vec_cols; c += W) {
             V xv[T];
             for (int t = 0; t < T; ++t) xv[t] = I::loadu(x[t] + c);
@@ -139,19 +321,27 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
 }
 
 template <class I, int R, WeightFormat F> void gemv_rows(const MatmulArgs& a, int64_t r, const float* xprep) {
+    if constexpr (F == WeightFormat::kFp4Group && I::kPairs) {
+        if (fp4_words<I>(a)) {
+            static_assert(kFp4WordsMaxTokens == 2);
+            a.n == 1 ? gemv_tile<I, R, 1, F, true>(a, r, 0, xprep)
+                     : gemv_tile<I, R, 2, F, true>(a, r, 0, xprep);
+            return;
+        }
+    }
     for (int64_t t0 = 0; t0 < a.n; t0 += 4) {
         switch (min64(4, a.n - t0)) {
         case 1:
-            gemv_tile<I, R, 1, F>(a, r, t0, xprep);
+            gemv_tile<I, R, 1, F, false>(a, r, t0, xprep);
             break;
         case 2:
-            gemv_tile<I, R, 2, F>(a, r, t0, xprep);
+            gemv_tile<I, R, 2, F, false>(a, r, t0, xprep);
             break;
         case 3:
-            gemv_tile<I, R, 3, F>(a, r, t0, xprep);
+            gemv_tile<I, R, 3, F, false>(a, r, t0, xprep);
             break;
         default:
-            gemv_tile<I, R, 4, F>(a, r, t0, xprep);
+            gemv_tile<I, R, 4, F, false>(a, r, t0, xprep);
             break;
         }
     }
@@ -197,10 +387,35 @@ void gemv_format(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep
     }
 }
 
-template <class I>
-bool gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch) {
+// Whether rows [r0, r1) (relative to a.row_begin) have a register-decoding GEMV on this ISA.
+template <class I> bool fits(const MatmulArgs& a, int64_t r0, int64_t r1) {
     const core::Weight& w = *a.w;
     switch (w.format) {
+    case WeightFormat::kF32:
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+        return true;
+    case WeightFormat::kFp8Block: {
+        if (w.block_cols % I::kW != 0) return false;
+        const int64_t sr0 = (a.row_begin + r0) / w.block_rows, sr1 = (a.row_begin + r1 - 1) / w.block_rows;
+        for (int64_t i = sr0 * scale_cols(w); i < (sr1 + 1) * scale_cols(w); ++i)
+            if (w.scale[i] < kFp8MinScale || w.scale[i] > kFp8MaxScale) return false;
+        return true;
+    }
+    case WeightFormat::kFp4Group:
+        return fp4_words<I>(a) ? fp4_words_fit(w.block_cols) : w.block_cols % (2 * I::kW) == 0;
+    }
+    return false;
+}
+
+template <class I> bool gemv_fits(const MatmulArgs& a) {
+    return fits<I>(a, 0, a.row_end - a.row_begin);
+}
+
+template <class I>
+bool gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch) {
+    if (!fits<I>(a, r0, r1)) return false;
+    switch (a.w->format) {
     case WeightFormat::kF32:
         gemv_format<I, WeightFormat::kF32>(a, r0, r1, xprep, scratch);
         return true;
@@ -210,16 +425,10 @@ bool gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float
     case WeightFormat::kF16:
         gemv_format<I, WeightFormat::kF16>(a, r0, r1, xprep, scratch);
         return true;
-    case WeightFormat::kFp8Block: {
-        if (w.block_cols % I::kW != 0) return false;
-        const int64_t sr0 = (a.row_begin + r0) / w.block_rows, sr1 = (a.row_begin + r1 - 1) / w.block_rows;
-        for (int64_t i = sr0 * scale_cols(w); i < (sr1 + 1) * scale_cols(w); ++i)
-            if (w.scale[i] < kFp8MinScale || w.scale[i] > kFp8MaxScale) return false;
+    case WeightFormat::kFp8Block:
         gemv_format<I, WeightFormat::kFp8Block>(a, r0, r1, xprep, scratch);
         return true;
-    }
     case WeightFormat::kFp4Group:
-        if (w.block_cols % (2 * I::kW) != 0) return false;
         gemv_format<I, WeightFormat::kFp4Group>(a, r0, r1, xprep, scratch);
         return true;
     }
@@ -353,7 +562,8 @@ inline KernelTable table() {
     KernelTable t;
     t.gemv = &gemv<Isa>;
     t.gemm = &gemm<Isa>;
-    t.fp4_half = Isa::kW;
+    t.fits = &gemv_fits<Isa>;
+    t.prep = &prep<Isa>;
     return t;
 }
 

@@ -10,10 +10,10 @@
 namespace deepinfer::kernels::cpu::detail {
 
 // GEMV (few tokens): output rows [r0, r1) (relative to a.row_begin) for all a.n tokens, weights decoded in
-// registers. `xprep` holds the activations rearranged for FP4 weights (see prep_fp4_activations) or is
-// nullptr for other formats; `scratch` has room for [a.n, cols] floats (FP8 folds its scales into a copy of
-// the activations there). Returns false when the weight's layout has no fast path here (block size not a
-// multiple of the vector width, an FP8 scale outside [2^-67, 2^7]); the caller then uses the GEMM path.
+// registers. `xprep` holds the activations as PrepFn wrote them (nullptr where PrepFn returned false);
+// `scratch` has room for [a.n, cols] floats (FP8 folds its scales into a copy of the activations there).
+// Returns false when the weight's layout has no fast path here (block size not a multiple of the vector
+// width, an FP8 scale outside [2^-67, 2^7]); the caller then uses the GEMM path.
 using GemvFn = bool (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch);
 
 // GEMM (many tokens): output rows [r0, r1) for all tokens from the transposed activations
@@ -28,7 +28,11 @@ constexpr int64_t kGemmKc = 128;     // columns per panel
 struct KernelTable {
     GemvFn gemv = nullptr;
     GemmFn gemm = nullptr;
-    int fp4_half = 0; // FP4 GEMV activation layout: groups of 2*fp4_half columns, evens then odds
+    // Whether the whole call (rows [row_begin, row_end)) has a GEMV on this ISA.
+    bool (*fits)(const MatmulArgs& a) = nullptr;
+    // Writes xprep [n, cols] (the activations in the layout the ISA's GEMV reads for this weight format,
+    // linear_impl.h) and returns true, or returns false (the GEMV reads a.x as it is).
+    bool (*prep)(const MatmulArgs& a, float* xprep) = nullptr;
 };
 
 KernelTable avx512_table();
@@ -83,9 +87,5 @@ Bf16Table avx512_bf16_table();
 // Portable C++ (no ISA flags): one weight row dequantized at a time, dotted with every token.
 void matmul_generic(const MatmulArgs& a, core::ThreadPool* pool);
 KernelTable avx2_table();
-
-// xprep [n, cols]: within each group of 2h columns, the h even columns then the h odd ones (columns past the
-// last full group are copied as they are).
-void prep_fp4_activations(const MatmulArgs& a, int h, float* xprep);
 
 } // namespace deepinfer::kernels::cpu::detail
