@@ -29,13 +29,16 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: deepinfer bench --model DIR [--prompt-len P] [--gen N] [--batch B] [--threads T] [--repeats R]\n"
     "                       [--bw-mb M] [--json] [--profile] [--logits-out FILE.safetensors]\n"
+    "                       [--engram-gather on|off]\n"
     "Prefill (B prompts of P tokens in one batch) and decode (N steps of B tokens) throughput, median of R\n"
     "repeats after a warm-up, against the read bandwidth and FMA rate measured in the same run. Prompt "
     "token\n"
     "i of sequence b is 2 + ((i + 1000 b) * 7919 + 13) mod (vocab - 2). --logits-out writes sequence 0's\n"
     "prefill logits [P, vocab] (and its ids) for comparison with another engine. --profile adds one more\n"
     "cycle with the op census on (per op: calls, time, share of the forward, GB/s, GFLOP/s and the fraction\n"
-    "of the measured roofline), printed for the prefill and the decode steps (on stderr with --json).\n";
+    "of the measured roofline), printed for the prefill and the decode steps (on stderr with --json).\n"
+    "--engram-gather off (bench only; V4.1): the Engram layers get zeros instead of table rows, to measure\n"
+    "what the gather costs; the outputs change.\n";
 
 int fail(const core::Status& s) {
     std::fprintf(stderr, "deepinfer bench: %s\n", s.to_string().c_str());
@@ -150,7 +153,8 @@ core::Status write_logits(model::CausalLm& m, int64_t P, int64_t gen_len, int64_
 
 int run_bench(const std::vector<std::string>& argv) {
     auto args = Args::parse(
-        argv, {"model", "prompt-len", "gen", "batch", "threads", "repeats", "bw-mb", "logits-out"},
+        argv,
+        {"model", "prompt-len", "gen", "batch", "threads", "repeats", "bw-mb", "logits-out", "engram-gather"},
         {"help", "json", "profile"});
     if (!args.ok()) {
         std::fprintf(stderr, "deepinfer bench: %s\n%s", args.status().message().c_str(), kUsage);
@@ -173,6 +177,9 @@ int run_bench(const std::vector<std::string>& argv) {
         if (*v <= 0) return fail(core::invalid_argument(std::string("--") + flag + " must be positive"));
         *out = *v;
     }
+    const std::string gather = args->get("engram-gather").value_or("on");
+    if (gather != "on" && gather != "off")
+        return fail(core::invalid_argument("--engram-gather must be on or off, got '" + gather + "'"));
     core::ThreadPool::set_default_threads(static_cast<int>(T));
     auto lm = model::load_causal_lm(*args->get("model"));
     if (!lm.ok()) return fail(lm.status());
@@ -180,7 +187,9 @@ int run_bench(const std::vector<std::string>& argv) {
     // Like the engine, bench owns the compute pool and plans the model's workspace for its largest step.
     core::ThreadPool pool(static_cast<int>(T));
     m.set_thread_pool(&pool);
-    if (core::Status s = m.configure_runtime({B * P, static_cast<int32_t>(B)}); !s.ok()) return fail(s);
+    model::RuntimeSpec runtime{B * P, static_cast<int32_t>(B)};
+    runtime.engram_gather = gather == "on";
+    if (core::Status s = m.configure_runtime(runtime); !s.ok()) return fail(s);
     const model::ModelInfo cfg = m.info();
 
     const int64_t unit = cfg.kv_block_unit; // block size: a multiple of every compression ratio

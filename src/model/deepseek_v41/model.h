@@ -23,6 +23,7 @@
 #include "model/deepseek_v4/rope.h"
 #include "model/deepseek_v41/config.h"
 #include "model/deepseek_v41/engram_hash.h"
+#include "model/deepseek_v41/engram_prefetch.h"
 #include "model/deepseek_v41/model_weights.h"
 #include "weights/checkpoint.h"
 
@@ -48,6 +49,9 @@ public:
     DecodeCost decode_cost() const override;
     core::Result<KvGeometry> kv_geometry(int64_t block_size) const override;
     core::Status init_kv_cache(const KvCacheSpec& spec) override;
+    // Plans the Engram row buffers for the largest step; spec.engram_gather = false (bench only) feeds the
+    // Engram layers zeros instead of table rows.
+    core::Status configure_runtime(const RuntimeSpec& spec) override;
     void set_thread_pool(core::ThreadPool* pool) override;
     kernels::Profiler* profiler() override { return &backend_->profiler(); }
     core::Status forward(const ForwardBatch& batch, float* logits) override;
@@ -85,7 +89,8 @@ public:
         std::vector<int64_t> pos; // [n]
         const int32_t* block_table = nullptr;
         Slot* slot = nullptr;
-        int64_t row0 = 0; // first row in the batch
+        int64_t row0 = 0;  // first row in the batch
+        int64_t job0 = -1; // the Engram gather job of its first Engram layer (EngramPrefetcher)
     };
 
 private:
@@ -93,8 +98,10 @@ private:
                      EngramHasher hasher, deepseek_v4::RopeTable main_rope,
                      deepseek_v4::RopeTable compress_rope);
     core::Status validate(const ForwardBatch& batch) const;
+    void hash_chunk(const ForwardBatch& batch, const Chunk& ch);
+    void reserve_engram(int64_t tokens);
     void run_chunk(const ForwardBatch& batch, const Chunk& ch, std::vector<float>& final_hidden);
-    void engram(int64_t l, const Chunk& ch, const int64_t* hash_ids, float* h);
+    void engram(int64_t l, const Chunk& ch, float* h);
     void attention(int64_t l, const Chunk& ch, const float* x, float* out, Shared& sh);
     void indexer(int64_t l, const Chunk& ch, const float* x, const float* qr, Shared& sh);
     void moe(int64_t l, const Chunk& ch, const float* x, float* out);
@@ -109,6 +116,13 @@ private:
     Pools pools_;
     std::vector<Slot> slots_;
     V41Probes* probes_ = nullptr;
+    // Engram (engram_moe.cpp): the step's hash ids [T, E, cols], the gathered rows per Engram layer
+    // [T, cols, head_dim] (filled by prefetch_ ahead of the layer), wkv's output; grown, never shrunk.
+    EngramPrefetcher prefetch_;
+    std::vector<int64_t> hash_ids_, hash_scratch_;
+    std::vector<std::vector<float>> engram_rows_;
+    std::vector<float> engram_kv_;
+    bool engram_gather_ = true;
 };
 
 } // namespace deepinfer::model::deepseek_v41
