@@ -35,7 +35,9 @@ constexpr const char* kUsage =
     "preset's, or --engram-hash FILE) and tokenizer.json (--tokenizer FILE, default the shipped V4 one) "
     "beside\n"
     "it. Tables of more than --engram-dense-rows rows (default 1048576) are written sparse: a shard each,\n"
-    "ftruncate'd, only the first --engram-seeded-rows (default 4096) rows written; the rest read as zeros.\n"
+    "ftruncate'd, only the first --engram-seeded-rows (default 4096) rows written; the rest read as zeros,\n"
+    "except the rows of --engram-fill-prompts FILE (one prompt of token ids per line), written so that a\n"
+    "benchmark of those prompts reads real rows from disk.\n"
     "V4.1 presets: tiny-text-v41 (tiny-v41 dims, every V4.1 feature, the V4 vocabulary; bf16),\n"
     "flash-v41-engram (V4.1-Flash layer dims, 4 layers, 8 experts, Flash's two ~98 GB Engram tables, "
     "sparse;\n"
@@ -108,6 +110,20 @@ int make_v41(const Args& args, uint64_t seed) {
         return usage_error("--engram-dense-rows and --engram-seeded-rows must be >= 0");
     o.engram_dense_rows = *dense;
     o.engram_seeded_rows = *seeded;
+    if (auto fill = args.get("engram-fill-prompts")) {
+        std::ifstream f(*fill);
+        if (!f) return fail(core::not_found(*fill + ": cannot open --engram-fill-prompts"));
+        std::string line;
+        while (std::getline(f, line)) {
+            for (char& ch : line)
+                if (ch == ',') ch = ' ';
+            std::istringstream ls(line);
+            std::vector<int64_t> ids;
+            for (long long id; ls >> id;) ids.push_back(id);
+            if (!ls.eof()) return fail(core::invalid_argument(*fill + ": a line is not token ids: " + line));
+            if (!ids.empty()) o.engram_fill_prompts.push_back(std::move(ids));
+        }
+    }
     const std::string out = *args.get("out");
     if (core::Status s = v41::write_synthetic_checkpoint(config_json, o, hash_data, tokenizer, out); !s.ok())
         return fail(s);
@@ -119,7 +135,7 @@ int run_make_synthetic(const std::vector<std::string>& argv) {
     using namespace model::deepseek_v4;
     auto args = Args::parse(argv,
                             {"out", "preset", "config", "quant", "seed", "shard-mb", "threads", "engram-hash",
-                             "tokenizer", "engram-dense-rows", "engram-seeded-rows"},
+                             "tokenizer", "engram-dense-rows", "engram-seeded-rows", "engram-fill-prompts"},
                             {"help"});
     if (!args.ok()) return usage_error(args.status().message());
     if (args->has("help")) {

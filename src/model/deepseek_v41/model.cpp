@@ -1,6 +1,7 @@
 #include "model/deepseek_v41/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -242,6 +243,7 @@ Status DeepseekV41Model::validate(const ForwardBatch& b) const {
 
 Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
     DI_RETURN_IF_ERROR(validate(batch));
+    const auto t0 = std::chrono::steady_clock::now();
     const ModelConfig& c = config_;
     const int64_t T = batch.num_tokens(), D = c.hidden_size, L = c.num_hidden_layers;
     if (probes_) {
@@ -309,6 +311,9 @@ Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
     if (R > 0)
         backend_->linear(kernels::linear_args(rows.data(), R, weights_.head, logits),
                          kernels::OpKind::kLmHead);
+    if (backend_->profiler().enabled())
+        backend_->profiler().record_step(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return {};
 }
 

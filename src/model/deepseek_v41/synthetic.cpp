@@ -18,6 +18,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "model/deepseek_v41/engram_hash.h"
 #include "weights/quantize.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -569,6 +570,39 @@ core::Status write_synthetic_checkpoint(const std::string& config_json, const Sy
         int64_t chunk = std::max<int64_t>(kBlock, ((int64_t{2} << 20) / cols) / kBlock * kBlock);
         for (int64_t r = 0; r < items[i].fill_rows; r += chunk)
             units.push_back({i, r, std::min(chunk, items[i].fill_rows - r)});
+    }
+    // The rows the fill prompts' hash ids address, in the sparse tables.
+    if (!o.engram_fill_prompts.empty() && c.engram.enabled()) {
+        auto hasher = EngramHasher::load(hash_data_path, c);
+        if (!hasher.ok()) {
+            close_all();
+            return hasher.status();
+        }
+        const int64_t E = static_cast<int64_t>(c.engram.layer_ids.size()), cols = c.engram.n_hash_cols();
+        std::vector<std::vector<int64_t>> rows(E);
+        std::vector<int64_t> ids;
+        for (const auto& prompt : o.engram_fill_prompts) {
+            for (int64_t t : prompt)
+                if (t < 0 || t >= c.vocab_size) {
+                    close_all();
+                    return core::invalid_argument("engram fill prompt: token id " + std::to_string(t) +
+                                                  " is outside the vocabulary");
+                }
+            NgramHistory history;
+            ids.clear();
+            hasher->hash(prompt, {}, history, ids);
+            for (size_t k = 0; k < ids.size(); ++k) rows[(k / cols) % E].push_back(ids[k]);
+        }
+        for (size_t i = 0; i < items.size(); ++i) {
+            const Plan& p = *items[i].plan;
+            if ((p.store != Store::kTableFp8 && p.store != Store::kTableBF16) || items[i].shard == 0)
+                continue;
+            const int64_t e = c.engram.layer_index(std::stoll(p.name.substr(7)));
+            std::sort(rows[e].begin(), rows[e].end());
+            rows[e].erase(std::unique(rows[e].begin(), rows[e].end()), rows[e].end());
+            for (int64_t r : rows[e])
+                if (r >= items[i].fill_rows) units.push_back({i, r, 1});
+        }
     }
     std::vector<core::Status> errors(units.size());
     core::ThreadPool::global().parallel_for(static_cast<int64_t>(units.size()), [&](int64_t lo, int64_t hi) {

@@ -34,6 +34,9 @@ struct SyntheticOptions {
     // Tables with more rows than this are written sparse (own shard, ftruncate, seeded rows only).
     int64_t engram_dense_rows = 1 << 20;
     int64_t engram_seeded_rows = 4096; // rows written with random values in a sparse table
+    // Prompts (token ids) whose Engram rows are written too in a sparse table, so a benchmark of these
+    // prompts reads real data from disk (their hash ids, from the hash data, each a fresh sequence).
+    std::vector<std::vector<int64_t>> engram_fill_prompts;
 };
 
 // Writes dir/config.json (config_json as given), the weights (model.safetensors, or shards +
