@@ -162,7 +162,14 @@ int run_make_synthetic(const std::vector<std::string>& argv) {
     core::Result<ModelConfig> config = args->has("preset")
                                            ? synthetic_preset(*args->get("preset"))
                                            : ModelConfig::from_json_file(*args->get("config"));
-    if (!config.ok()) return fail(config.status());
+    if (!config.ok()) {
+        if (!args->has("preset")) return fail(config.status());
+        std::string v41_names;
+        for (const std::string& n : v41_presets) v41_names += (v41_names.empty() ? "" : ", ") + n;
+        std::fprintf(stderr, "deepinfer make-synthetic: %s; DeepSeek V4.1 presets: %s\n",
+                     config.status().to_string().c_str(), v41_names.c_str());
+        return 1;
+    }
     if (auto q = args->get("quant")) {
         if (*q == "fp8")
             config->quant.fp8 = true;
