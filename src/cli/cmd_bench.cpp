@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -14,9 +16,11 @@
 #include "cli/args.h"
 #include "cli/bench_machine.h"
 #include "cli/command.h"
+#include "cli/parallel_run.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/profiler.h"
+#include "model/deepseek_v4/step_sync.h"
 #include "model/registry.h"
 #include "model/sequence_runner.h"
 #include "weights/safetensors_writer.h"
@@ -38,7 +42,9 @@ constexpr const char* kUsage =
     "cycle with the op census on (per op: calls, time, share of the forward, GB/s, GFLOP/s and the fraction\n"
     "of the measured roofline), printed for the prefill and the decode steps (on stderr with --json).\n"
     "--engram-gather off (bench only; V4.1): the Engram layers get zeros instead of table rows, to measure\n"
-    "what the gather costs; the outputs change.\n";
+    "what the gather costs; the outputs change.\n"
+    "Under mpirun -np N with --ep/--tp (docs/parallelism.md): rank 0 runs the benchmark through the step\n"
+    "protocol, the others follow; adds the bytes rank 0 sent per decode step and each rank's peak RSS.\n";
 
 int fail(const core::Status& s) {
     std::fprintf(stderr, "deepinfer bench: %s\n", s.to_string().c_str());
@@ -56,6 +62,7 @@ double median(std::vector<double> v) {
 
 struct Cycle {
     double prefill_s = 0, decode_s = 0;
+    uint64_t decode_bytes_sent = 0; // over MPI by this rank during the decode steps (0 in one process)
 };
 
 // B prompts of P tokens in one batch, then `gen` decode steps of B tokens; every sequence restarts at 0.
@@ -109,6 +116,7 @@ core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t 
         db.chunks[b].reset_slot = false;
         db.logits_rows.push_back(static_cast<int32_t>(b));
     }
+    const uint64_t sent0 = ParallelRun::bytes_sent();
     t0 = Clock::now();
     for (int64_t s = 0; s < gen; ++s) {
         for (int64_t b = 0; b < B; ++b) {
@@ -119,6 +127,7 @@ core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t 
         DI_RETURN_IF_ERROR(m.forward(db, logits.data()));
     }
     out.decode_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    out.decode_bytes_sent = ParallelRun::bytes_sent() - sent0;
     if (prof) {
         profile->decode = prof->snapshot();
         prof->set_enabled(false);
@@ -151,23 +160,45 @@ core::Status write_logits(model::CausalLm& m, int64_t P, int64_t gen_len, int64_
     return w.write(path);
 }
 
+int bench_on_leader(const Args& args, ParallelRun& par, parallel::StepChannel* channel);
+
 int run_bench(const std::vector<std::string>& argv) {
-    auto args = Args::parse(
-        argv,
-        {"model", "prompt-len", "gen", "batch", "threads", "repeats", "bw-mb", "logits-out", "engram-gather"},
-        {"help", "json", "profile"});
+    std::set<std::string> value_flags = {"model",   "prompt-len", "gen",        "batch",        "threads",
+                                         "repeats", "bw-mb",      "logits-out", "engram-gather"};
+    add_parallel_flags(value_flags);
+    auto args = Args::parse(argv, value_flags, {"help", "json", "profile"});
     if (!args.ok()) {
         std::fprintf(stderr, "deepinfer bench: %s\n%s", args.status().message().c_str(), kUsage);
         return 2;
     }
     if (args->has("help")) {
-        std::printf("%s", kUsage);
+        std::printf("%s%s", kUsage, parallel_flags_help());
         return 0;
     }
     if (!args->get("model")) {
         std::fprintf(stderr, "deepinfer bench: --model is required\n%s", kUsage);
         return 2;
     }
+    // Every rank sizes its pool before loading (followers compute with it too).
+    if (auto t = args->get_int("threads", 2); t.ok() && *t > 0)
+        core::ThreadPool::set_default_threads(static_cast<int>(*t));
+    auto par = start_parallel(*args, *args->get("model"), hash_flags(*args, {"ep-stats-interval"}));
+    if (!par.ok()) return fail(par.status());
+    if (!(*par)->leader()) return (*par)->finish(run_follower_rank(*args, **par, "bench", true));
+    int rc = 0;
+    {
+        std::optional<parallel::StepChannel> channel;
+        if ((*par)->active()) channel.emplace(*(*par)->world());
+        rc = bench_on_leader(*args, **par, channel ? &*channel : nullptr);
+        if (channel) { // the followers leave their loop whatever happened here
+            if (core::Status s = channel->publish_shutdown(); !s.ok() && rc == 0) rc = fail(s);
+        }
+    }
+    return (*par)->finish(rc);
+}
+
+int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* channel) {
+    const Args* args = &a;
     long long P = 0, N = 0, B = 0, T = 0, R = 0, bw_mb = 0;
     for (auto [flag, out, def] : {std::tuple{"prompt-len", &P, 64LL}, std::tuple{"gen", &N, 32LL},
                                   std::tuple{"batch", &B, 1LL}, std::tuple{"threads", &T, 2LL},
@@ -181,9 +212,22 @@ int run_bench(const std::vector<std::string>& argv) {
     if (gather != "on" && gather != "off")
         return fail(core::invalid_argument("--engram-gather must be on or off, got '" + gather + "'"));
     core::ThreadPool::set_default_threads(static_cast<int>(T));
-    auto lm = model::load_causal_lm(*args->get("model"));
-    if (!lm.ok()) return fail(lm.status());
-    model::CausalLm& m = **lm;
+    // Under mpirun: this rank's shard, driven through the step-publishing LeaderLm (its keep-alive thread
+    // carries the followers through the machine measurement).
+    std::unique_ptr<model::CausalLm> lm;
+    std::unique_ptr<model::deepseek_v4::LeaderLm> leader;
+    if (channel) {
+        auto shard = load_sharded_model(*args, par);
+        if (!shard.ok()) return fail(shard.status());
+        leader = std::make_unique<model::deepseek_v4::LeaderLm>(shard->get(), channel);
+        leader->start_keep_alive();
+        lm = std::move(shard).value();
+    } else {
+        auto loaded = model::load_causal_lm(*args->get("model"));
+        if (!loaded.ok()) return fail(loaded.status());
+        lm = std::move(loaded).value();
+    }
+    model::CausalLm& m = leader ? static_cast<model::CausalLm&>(*leader) : *lm;
     // Like the engine, bench owns the compute pool and plans the model's workspace for its largest step.
     core::ThreadPool pool(static_cast<int>(T));
     m.set_thread_pool(&pool);
@@ -208,13 +252,16 @@ int run_bench(const std::vector<std::string>& argv) {
     // Warm-up (pages of every touched weight mapped in, allocator settled), then the measured repeats.
     if (auto c = run_cycle(m, B, P, std::min<long long>(N, 4), blocks_per_seq); !c.ok())
         return fail(c.status());
-    std::vector<double> prefill, decode;
+    std::vector<double> prefill, decode, sent_per_step;
     for (long long r = 0; r < R; ++r) {
         auto c = run_cycle(m, B, P, N, blocks_per_seq);
         if (!c.ok()) return fail(c.status());
         prefill.push_back(static_cast<double>(B * P) / c->prefill_s);
         decode.push_back(static_cast<double>(B * N) / c->decode_s);
+        sent_per_step.push_back(static_cast<double>(c->decode_bytes_sent) / static_cast<double>(N));
     }
+    const int ranks = par.active() ? par.world()->size() : 1;
+    const std::string layout = par.active() ? par.layout().to_string() : std::string("1 process");
     const double prefill_tps = median(prefill), decode_tps = median(decode);
     CycleProfile census;
     if (args->has("profile"))
@@ -248,11 +295,13 @@ int run_bench(const std::vector<std::string>& argv) {
             "\"kernel_isa\": \"%s\", \"bytes_per_token\": %.0f, \"bytes_per_step\": %.0f, "
             "\"decode_roofline_tok_s\": %.4f, \"decode_fraction_of_roofline\": %.4f, "
             "\"flops_per_token\": %.0f, \"prefill_roofline_tok_s\": %.4f, "
-            "\"prefill_fraction_of_roofline\": %.4f}\n",
+            "\"prefill_fraction_of_roofline\": %.4f, \"ranks\": %d, \"layout\": \"%s\", "
+            "\"decode_bytes_sent_per_step_rank0\": %.0f, \"peak_rss_mib_rank0\": %.1f}\n",
             args->get("model")->c_str(), P, N, B, T, R, prefill_tps, decode_tps, lim.read_gb_s,
             lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, lim.isa.c_str(),
             kernels::cpu::isa_name(kernels::cpu::active_isa()), bytes_token, bytes_step, decode_ceiling,
-            decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling);
+            decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling, ranks,
+            layout.c_str(), median(sent_per_step), peak_rss_mib());
         return 0;
     }
     std::printf("model %s: %lld layers, hidden %lld, %lld experts top-%lld; resident weights %.1f MB\n",
@@ -277,6 +326,11 @@ int run_bench(const std::vector<std::string>& argv) {
                 prefill_ceiling, flops_token / 1e9, 100.0 * prefill_tps / prefill_ceiling);
     std::printf("decode:  %.2f tok/s  (bandwidth roofline %.1f tok/s: %.1f%%)\n", decode_tps, decode_ceiling,
                 100.0 * decode_tps / decode_ceiling);
+    if (par.active())
+        std::printf(
+            "parallel: %d ranks, %s; rank 0 sent %.0f bytes over MPI per decode step; peak RSS of rank 0 "
+            "%.1f MiB (each follower prints its own on stderr)\n",
+            ranks, layout.c_str(), median(sent_per_step), peak_rss_mib());
     return 0;
 }
 

@@ -161,13 +161,13 @@ int64_t c_tokens(int64_t chunk, size_t prompt) {
 }
 
 // EP load statistics and the step protocol's traffic (--profile under mpirun), on stderr.
-void print_parallel_profile(const model::deepseek_v4::DeepseekV4Model& m,
-                            const model::deepseek_v4::LeaderLm& leader, uint64_t steps) {
+void print_parallel_profile(const model::ShardedLm& m, const model::deepseek_v4::LeaderLm& leader,
+                            uint64_t steps) {
     std::fprintf(stderr, "step protocol: %llu steps, %lld bytes published by the leader (%.0f per step)\n",
                  static_cast<unsigned long long>(steps), static_cast<long long>(leader.published_bytes()),
                  steps ? static_cast<double>(leader.published_bytes()) / static_cast<double>(steps) : 0.0);
     std::fprintf(stderr, "rank 0: peak RSS %.1f MiB (weights bound %.1f MiB), %llu bytes sent over MPI\n",
-                 peak_rss_mib(), static_cast<double>(m.weights().resident_weight_bytes()) / (1 << 20),
+                 peak_rss_mib(), m.info().resident_weight_bytes / (1 << 20),
                  static_cast<unsigned long long>(ParallelRun::bytes_sent()));
     const parallel::ExpertLoadSnapshot* s = m.expert_load();
     if (!s || s->step == 0) return;
@@ -234,11 +234,11 @@ int run_generate(const std::vector<std::string>& argv) {
     return (*par)->finish(rc);
 }
 
-// One process: any family the registry knows. Under mpirun: this rank's shard of a V4 model (the only
-// family that shards so far), kept as such for the leader's step wrapper.
+// One process: any family the registry knows. Under mpirun: this rank's shard (V4 or V4.1), kept as such
+// for the leader's step wrapper.
 struct GenerateModel {
     std::unique_ptr<model::CausalLm> model;
-    model::deepseek_v4::DeepseekV4Model* v4 = nullptr; // set when sharded
+    model::ShardedLm* v4 = nullptr; // set when sharded
 };
 core::Result<GenerateModel> load_generate_model(const Args& args, ParallelRun& par) {
     GenerateModel g;

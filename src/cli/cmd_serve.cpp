@@ -1,15 +1,18 @@
 // `deepinfer serve --model DIR`: the OpenAI-compatible HTTP server.
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <pthread.h>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "cli/args.h"
@@ -20,6 +23,7 @@
 #include "core/logging.h"
 #include "kernels/profiler.h"
 #include "model/deepseek_v4/step_sync.h"
+#include "parallel/expert_load.h"
 #include "parallel/step_channel.h"
 #include "server/http_server.h"
 #ifdef DEEPINFER_HAVE_ENGINE_BACKEND
@@ -100,6 +104,32 @@ std::string installed_tokenizer_path() {
 
 int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRun* par,
                     const std::vector<std::string>& compat_notes);
+
+// Under mpirun: the leader's first failed step (a rank killed or stopped, a follower's step failing). The
+// job cannot go on, so the server stops: the LeaderLm's failure callback records it and raises SIGTERM,
+// which the signal thread of serve_on_leader takes (every other thread blocks it) to drain the server; in-
+// flight requests end with the engine's error, new ones get 503, and serve exits 1.
+struct JobFailure {
+    std::mutex mu;
+    core::Status status; // under mu
+    std::atomic<bool> failed{false};
+
+    void report(const core::Status& s) {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            if (failed.load()) return;
+            status = s;
+            failed.store(true);
+        }
+        DI_LOG(Error) << "deepinfer serve: the parallel job failed: " << s.to_string()
+                      << "; stopping the server (in-flight requests end with this error) and exiting";
+        kill(getpid(), SIGTERM);
+    }
+    std::string message() {
+        std::lock_guard<std::mutex> lock(mu);
+        return status.to_string();
+    }
+};
 
 int run_serve(const std::vector<std::string>& argv) {
     std::set<std::string> value_flags = {"model",           "host",         "port",
@@ -254,6 +284,7 @@ int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRu
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+    JobFailure job_failure; // outlives the backend, whose LeaderLm reports to it
     std::unique_ptr<server::Backend> backend;
     std::string kind = args->get_or("backend", "engine");
     const ServeBackend* registered = nullptr;
@@ -298,12 +329,22 @@ int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRu
         }
         eo.engine = *engine_config;
         if (channel) { // the rank's shard, driven through the leader's step-publishing wrapper
+            auto leader_lm = std::make_shared<model::deepseek_v4::LeaderLm*>(nullptr);
             eo.load_model = [args, par](const std::string&) { return load_sharded_model(*args, *par); };
-            eo.wrap_model =
-                [channel](model::deepseek_v4::DeepseekV4Model* m) -> std::unique_ptr<model::CausalLm> {
+            // The LeaderLm lives as long as the backend, which is destroyed before `leader_lm` goes.
+            eo.wrap_model = [channel, &job_failure,
+                             leader_lm](model::ShardedLm* m) -> std::unique_ptr<model::CausalLm> {
                 auto leader = std::make_unique<model::deepseek_v4::LeaderLm>(m, channel);
+                leader->set_on_failure([&job_failure](const core::Status& s) { job_failure.report(s); });
                 leader->start_keep_alive(); // the engine thread sleeps while no request is in flight
+                *leader_lm = leader.get();
                 return leader;
+            };
+            // EP load statistics on /metrics (the leader's copy, taken after each exchange).
+            eo.extra_metrics = [leader_lm]() -> std::string {
+                if (!*leader_lm) return {};
+                auto report = (*leader_lm)->expert_load_report();
+                return report ? parallel::expert_load_prometheus(*report) : std::string();
             };
         }
         auto made = server::make_engine_backend(eo);
@@ -340,7 +381,10 @@ int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRu
     std::thread signal_thread([&] {
         int sig = 0;
         if (sigwait(&sigs, &sig) != 0 || sig == 0) return;
-        http.shutdown(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
+        if (job_failure.failed.load())
+            http.shutdown("a rank of the parallel job failed: " + job_failure.message());
+        else
+            http.shutdown(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
     });
     core::Status st = http.serve();
     pthread_kill(signal_thread.native_handle(), SIGTERM);
@@ -350,6 +394,11 @@ int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRu
     }
     if (!st.ok()) {
         std::fprintf(stderr, "deepinfer serve: %s\n", st.to_string().c_str());
+        return 1;
+    }
+    if (job_failure.failed.load()) {
+        std::fprintf(stderr, "deepinfer serve: exiting 1: the parallel job failed: %s\n",
+                     job_failure.message().c_str());
         return 1;
     }
     return 0;

@@ -7,7 +7,11 @@
 #include <vector>
 
 #include "kernels/cpu/linear.h"
+#include "model/config_fields.h"
+#include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step_sync.h"
+#include "model/deepseek_v41/model.h"
+#include "model/registry.h"
 #include "parallel/fingerprint.h"
 #include "parallel/handshake.h"
 #include "parallel/step_message.h"
@@ -67,8 +71,7 @@ const char* parallel_flags_help() {
            "  --collective-deadline-s S           a rank silent for S s fails the job (default 30)\n";
 }
 
-core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>> load_sharded_model(const Args& args,
-                                                                                      ParallelRun& par) {
+core::Result<std::unique_ptr<model::ShardedLm>> load_sharded_model(const Args& args, ParallelRun& par) {
     model::deepseek_v4::ShardSpec shard;
     if (par.active()) {
         shard.moe = par.groups().moe.get();
@@ -77,7 +80,20 @@ core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>> load_sharded_
         if (interval < 0) return core::invalid_argument("--ep-stats-interval must be >= 0");
         shard.stats_interval = static_cast<std::uint64_t>(interval);
     }
-    return model::deepseek_v4::DeepseekV4Model::load(args.get_or("model", ""), shard);
+    const std::string dir = args.get_or("model", "");
+    DI_ASSIGN_OR_RETURN(std::string text, model::read_config_file(dir + "/config.json"));
+    DI_ASSIGN_OR_RETURN(model::ModelFamily family, model::detect_family(text, dir + "/config.json"));
+    switch (family) {
+    case model::ModelFamily::kDeepseekV4: {
+        DI_ASSIGN_OR_RETURN(auto m, model::deepseek_v4::DeepseekV4Model::load(dir, shard));
+        return std::unique_ptr<model::ShardedLm>(std::move(m));
+    }
+    case model::ModelFamily::kDeepseekV41: {
+        DI_ASSIGN_OR_RETURN(auto m, model::deepseek_v41::DeepseekV41Model::load(dir, shard));
+        return std::unique_ptr<model::ShardedLm>(std::move(m));
+    }
+    }
+    return core::internal_error("unreachable");
 }
 
 double peak_rss_mib() {
@@ -88,7 +104,7 @@ double peak_rss_mib() {
     return -1;
 }
 
-int run_follower_rank(const Args& args, ParallelRun& par, const char* command) {
+int run_follower_rank(const Args& args, ParallelRun& par, const char* command, bool report_usage) {
     const std::string who = "rank " + std::to_string(par.rank());
     auto lm = load_sharded_model(args, par);
     if (!lm.ok()) {
@@ -101,10 +117,9 @@ int run_follower_rank(const Args& args, ParallelRun& par, const char* command) {
         std::fprintf(stderr, "deepinfer %s: %s\n", command, s.with_context(who).to_string().c_str());
         return 1;
     }
-    if (args.has("profile"))
+    if (args.has("profile") || report_usage)
         std::fprintf(stderr, "%s: peak RSS %.1f MiB (weights bound %.1f MiB), %llu bytes sent over MPI\n",
-                     who.c_str(), peak_rss_mib(),
-                     static_cast<double>((*lm)->weights().resident_weight_bytes()) / (1 << 20),
+                     who.c_str(), peak_rss_mib(), (*lm)->info().resident_weight_bytes / (1 << 20),
                      static_cast<unsigned long long>(ParallelRun::bytes_sent()));
     return 0;
 }

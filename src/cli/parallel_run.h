@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cli/args.h"
-#include "model/deepseek_v4/model.h"
+#include "model/sharded_lm.h"
 #include "parallel/communicator.h"
 #include "parallel/layout_groups.h"
 #include "parallel/parallel_layout.h"
@@ -64,14 +64,14 @@ core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, cons
                                                           std::uint64_t config_hash);
 
 // The model of this rank: under mpirun its shard of the layout (experts, heads, vocabulary; the MoE and TP
-// groups of `par`, EP statistics every --ep-stats-interval steps), else the whole model.
-core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>> load_sharded_model(const Args& args,
-                                                                                      ParallelRun& par);
+// groups of `par`, EP statistics every --ep-stats-interval steps), else the whole model. DeepSeek V4 or
+// V4.1, from the checkpoint's config.json (model/registry.h).
+core::Result<std::unique_ptr<model::ShardedLm>> load_sharded_model(const Args& args, ParallelRun& par);
 
 // Ranks other than 0 under mpirun: load the shard and replay the leader's steps until it shuts down.
-// Errors are printed as "deepinfer COMMAND: rank R: ..."; returns the exit status. With --profile, prints
-// the rank's peak RSS and MPI bytes sent.
-int run_follower_rank(const Args& args, ParallelRun& par, const char* command);
+// Errors are printed as "deepinfer COMMAND: rank R: ..."; returns the exit status. With --profile (or
+// `report_usage`), prints the rank's peak RSS and MPI bytes sent.
+int run_follower_rank(const Args& args, ParallelRun& par, const char* command, bool report_usage = false);
 
 // Peak resident memory of this process (VmHWM), in MiB; -1 where /proc does not tell.
 double peak_rss_mib();

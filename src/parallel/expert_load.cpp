@@ -3,6 +3,7 @@
 #include "core/check.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace deepinfer::parallel {
 
@@ -48,6 +49,53 @@ Status ExpertLoadStats::on_step(Communicator& group, std::uint64_t step) {
     latest_ = std::move(s);
     std::fill(local_.begin(), local_.end(), 0);
     return {};
+}
+
+void ExpertLoadReport::add(const ExpertLoadSnapshot& s) {
+    if (exchanges > 0 && s.step <= latest.step) return;
+    if (expert_tokens_total.size() < s.expert_tokens.size())
+        expert_tokens_total.resize(s.expert_tokens.size(), 0);
+    for (std::size_t e = 0; e < s.expert_tokens.size(); ++e) expert_tokens_total[e] += s.expert_tokens[e];
+    latest = s;
+    ++exchanges;
+}
+
+std::string expert_load_prometheus(const ExpertLoadReport& r) {
+    std::string out;
+    auto header = [&](const char* name, const char* type, const char* help) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    };
+    auto num = [](double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.6g", v);
+        return std::string(buf);
+    };
+    header("deepinfer_ep_load_exchanges_total", "counter", "EP load-statistics exchanges so far.");
+    out += "deepinfer_ep_load_exchanges_total " + std::to_string(r.exchanges) + "\n";
+    header("deepinfer_ep_load_step", "gauge", "Leader step of the latest EP load-statistics exchange.");
+    out += "deepinfer_ep_load_step " + std::to_string(r.latest.step) + "\n";
+    header("deepinfer_ep_expert_tokens", "gauge",
+           "Token rows routed to each expert (all layers) between the last two exchanges.");
+    for (std::size_t e = 0; e < r.latest.expert_tokens.size(); ++e)
+        out += "deepinfer_ep_expert_tokens{expert=\"" + std::to_string(e) + "\"} " +
+               std::to_string(r.latest.expert_tokens[e]) + "\n";
+    header("deepinfer_ep_expert_tokens_total", "counter",
+           "Token rows routed to each expert (all layers) up to the latest exchange.");
+    for (std::size_t e = 0; e < r.expert_tokens_total.size(); ++e)
+        out += "deepinfer_ep_expert_tokens_total{expert=\"" + std::to_string(e) + "\"} " +
+               std::to_string(r.expert_tokens_total[e]) + "\n";
+    header("deepinfer_ep_rank_tokens", "gauge",
+           "Token rows routed to each EP rank's experts between the last two exchanges.");
+    for (std::size_t k = 0; k < r.latest.ep_rank_tokens.size(); ++k)
+        out += "deepinfer_ep_rank_tokens{ep_rank=\"" + std::to_string(k) + "\"} " +
+               std::to_string(r.latest.ep_rank_tokens[k]) + "\n";
+    header("deepinfer_ep_expert_imbalance", "gauge",
+           "Max / mean token rows over experts in the latest window (1 = balanced, 0 = no rows).");
+    out += "deepinfer_ep_expert_imbalance " + num(r.latest.expert_imbalance) + "\n";
+    header("deepinfer_ep_rank_imbalance", "gauge",
+           "Max / mean token rows over EP ranks in the latest window (what stretches an EP step).");
+    out += "deepinfer_ep_rank_imbalance " + num(r.latest.ep_rank_imbalance) + "\n";
+    return out;
 }
 
 } // namespace deepinfer::parallel

@@ -9,6 +9,7 @@
 #include "parallel/communicator.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace deepinfer::parallel {
@@ -45,6 +46,21 @@ private:
     std::vector<std::int64_t> local_;
     ExpertLoadSnapshot latest_;
 };
+
+// What the server's /metrics shows: the latest exchange, and per expert the rows since start (the sum of
+// every exchange's window; rows routed after the latest exchange are not in it yet).
+struct ExpertLoadReport {
+    ExpertLoadSnapshot latest;
+    std::vector<std::int64_t> expert_tokens_total; // [n_experts]
+    std::uint64_t exchanges = 0;
+    // Takes a newer snapshot (a snapshot of an older or the same step is ignored).
+    void add(const ExpertLoadSnapshot& s);
+};
+
+// Prometheus text (HELP/TYPE lines included) of a report, metric names deepinfer_ep_*: per expert
+// (label expert) the latest window's rows and the total, per EP rank (label ep_rank) the latest window's
+// rows, both imbalance figures and the step of the latest exchange.
+std::string expert_load_prometheus(const ExpertLoadReport& r);
 
 // max / mean of the values; 0 when they sum to zero.
 double imbalance(std::span<const std::int64_t> v);

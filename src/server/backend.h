@@ -51,6 +51,8 @@ struct EngineStats {
     // The op census of every forward since start (kernels/profiler.h), when serve runs with --profile.
     std::optional<kernels::ProfileSnapshot> ops;
     uint64_t prefill_tokens = 0; // prompt tokens computed (n > 1 completions share one prefill)
+    // More Prometheus text for /metrics, HELP/TYPE lines included (EP load statistics under mpirun).
+    std::string extra_metrics;
 };
 
 // ---- Chat prompt: parsed once from the request, straight into the tokenizer's encoder types ----

@@ -101,6 +101,7 @@ public:
         s.prefill_tokens = static_cast<uint64_t>(c.prefill_tokens);
         // The profiler copies its table under its own lock: safe while the engine thread records.
         if (kernels::Profiler* p = model_->profiler(); p && p->enabled()) s.ops = p->snapshot();
+        if (extra_metrics_) s.extra_metrics = extra_metrics_();
         return s;
     }
 
@@ -206,10 +207,12 @@ public:
         effort_table_ = table;
         plain_content_ = plain_content;
     }
+    void set_extra_metrics(std::function<std::string()> f) { extra_metrics_ = std::move(f); }
 
 private:
     int vocab_;
     size_t max_prompt_bytes_ = 0;
+    std::function<std::string()> extra_metrics_;
 };
 
 } // namespace
@@ -292,6 +295,7 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
                                                    std::move(async), std::move(codec), std::move(resolved),
                                                    context, static_cast<int>(vocab));
     backend->set_text_options(effort_table, options.plain_content);
+    backend->set_extra_metrics(options.extra_metrics);
     return std::unique_ptr<Backend>(std::move(backend));
 }
 

@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 #include "engine/engine_config.h"
-#include "model/deepseek_v4/model.h"
+#include "model/sharded_lm.h"
 #include "server/backend.h"
 
 namespace deepinfer::server {
@@ -31,9 +31,10 @@ struct EngineBackendOptions {
     // Multi-process runs (cli/parallel_run.h, docs/parallelism.md): this rank's shard instead of the whole
     // model, and the leader's step-publishing CausalLm that the engine drives instead of the model. Unset:
     // one process.
-    std::function<core::Result<std::unique_ptr<model::deepseek_v4::DeepseekV4Model>>(const std::string&)>
-        load_model;
-    std::function<std::unique_ptr<model::CausalLm>(model::deepseek_v4::DeepseekV4Model*)> wrap_model;
+    std::function<core::Result<std::unique_ptr<model::ShardedLm>>(const std::string&)> load_model;
+    std::function<std::unique_ptr<model::CausalLm>(model::ShardedLm*)> wrap_model;
+    // More /metrics text (EngineStats::extra_metrics), called on the HTTP thread that serves /metrics.
+    std::function<std::string()> extra_metrics;
 };
 
 core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOptions& options);

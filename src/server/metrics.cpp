@@ -151,6 +151,7 @@ std::string ServerMetrics::render(const EngineStats& engine) const {
                       : 0.0;
     out += "deepinfer_prefix_cache_hit_rate " + num(rate) + "\n";
     if (engine.ops) render_ops(*engine.ops, out);
+    out += engine.extra_metrics;
     // Process memory: the load test checks that it returns to its baseline after bursts of requests.
     long pages = 0, resident = 0;
     std::ifstream("/proc/self/statm") >> pages >> resident;

@@ -34,6 +34,7 @@ private:
     const Tokenizer* tok_;
     bool skip_special_;
     utf8::StreamRepair repair_;
+    bool first_ = true; // no token_separator() before the first token kept
 };
 
 } // namespace deepinfer::tokenizer

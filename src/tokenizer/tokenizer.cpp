@@ -111,7 +111,7 @@ void Tokenizer::encode_segment(std::string_view text, std::vector<TokenId>& out)
     if (text.empty()) return;
     const Impl& im = *impl_;
     if (!im.pre_tokenizer) {
-        im.bpe->tokenize(text, out);
+        im.tokenize(text, out);
         return;
     }
     thread_local PreTokenizeState st;
@@ -119,7 +119,7 @@ void Tokenizer::encode_segment(std::string_view text, std::vector<TokenId>& out)
     st.arena.clear();
     st.pieces.push_back(text);
     im.pre_tokenizer->apply(st);
-    for (std::string_view piece : st.pieces) im.bpe->tokenize(piece, out);
+    for (std::string_view piece : st.pieces) im.tokenize(piece, out);
     // The scratch keeps its capacity for the next call, up to a bound: a 10 MiB prompt grows it to
     // ~190 MiB, which must not stay resident in this (HTTP worker) thread after the request.
     constexpr std::size_t kKeepPieces = 1 << 16; // ~1 MiB of string_views
@@ -136,9 +136,12 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, bool skip_special_to
     const Impl& im = *impl_;
     std::string bytes;
     bytes.reserve(ids.size() * 4);
+    bool first = true;
     for (TokenId id : ids) {
         if (id < 0 || static_cast<std::size_t>(id) >= im.known.size() || !im.known[id]) continue;
         if (skip_special_tokens && im.special[id]) continue;
+        if (!first) bytes += im.separator;
+        first = false;
         bytes += im.decoded[id];
     }
     if (utf8::is_valid(bytes)) return bytes;
@@ -150,10 +153,14 @@ std::string_view Tokenizer::token_bytes(TokenId id) const {
     return impl_->decoded[id];
 }
 
+std::string_view Tokenizer::token_separator() const {
+    return impl_->separator;
+}
+
 std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
     const std::string key(token);
     if (auto it = impl_->added_by_content.find(key); it != impl_->added_by_content.end()) return it->second;
-    if (auto it = impl_->bpe->vocab().find(key); it != impl_->bpe->vocab().end()) return it->second;
+    if (auto it = impl_->vocab().find(key); it != impl_->vocab().end()) return it->second;
     return std::nullopt;
 }
 

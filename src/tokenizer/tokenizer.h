@@ -1,7 +1,8 @@
 #pragma once
-// A Hugging Face tokenizer.json of the BPE family, loaded and run natively:
+// A Hugging Face tokenizer.json (model BPE or WordLevel), loaded and run natively:
 //   text --(added/special tokens matched first)--> normalizer --> pre-tokenizer (regex splits with
-//   compiled-in Unicode 16 classes, ByteLevel) --> BPE merges --> post-processor;
+//   compiled-in Unicode 16 classes, ByteLevel, WhitespaceSplit) --> BPE merges or WordLevel lookup -->
+//   post-processor;
 //   ids --> decoder (ByteLevel) --> text.
 // Ids are bit-exact with HF `tokenizers` for the DeepSeek V4 tokenizer (tests/tokenizer goldens).
 //
@@ -52,12 +53,17 @@ public:
                                                   std::span<const ByteRange> plain) const;
 
     // Decodes ids to UTF-8 (HF's ByteLevel decoder: token bytes concatenated, ill-formed sequences
-    // replaced by U+FFFD). Unknown ids are skipped, as HF does.
+    // replaced by U+FFFD; without a decoder, HF's `tokens.join(" ")`: token_separator() between tokens).
+    // Unknown ids (and special ones when skipped) are dropped first, as HF does.
     std::string decode(std::span<const TokenId> ids, bool skip_special_tokens = false) const;
 
     // The raw bytes one token stands for (may be part of a UTF-8 character); empty for unknown ids.
     // Streaming detokenization builds on this (incremental_detokenizer.h).
     std::string_view token_bytes(TokenId id) const;
+
+    // What decode() puts between two tokens that it keeps: " " for a tokenizer.json without a decoder
+    // (HF joins the token strings with a space, e.g. the tiny V4.1 word-level tokenizer), else empty.
+    std::string_view token_separator() const;
 
     // Vocabulary string (byte-level alphabet, "Ġworld") or added-token content -> id.
     std::optional<TokenId> token_to_id(std::string_view token) const;

@@ -1,6 +1,8 @@
 // Loading tokenizer.json into Tokenizer::Impl. Every unsupported component is reported by name instead of
 // being skipped, so a tokenizer we cannot run exactly is never run approximately.
 
+#include <climits>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +11,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/word_level.h"
 
 namespace deepinfer::tokenizer {
 
@@ -169,28 +172,13 @@ Status load_post_processor(const json& j, const Tokenizer::Impl& im, std::vector
     return core::unimplemented("post_processor type '" + t + "' is not supported");
 }
 
-Result<std::unique_ptr<Tokenizer::Impl>> load(const json& root) {
-    auto im = std::make_unique<Tokenizer::Impl>();
-    const json& model = root.at("model");
-    if (model.contains("type") && model["type"] != "BPE")
-        return core::unimplemented("model type '" + type_of(model) + "' is not supported (BPE only)");
+// The BPE part of `model`: merges and options.
+Status load_bpe(const json& model, std::unordered_map<std::string, TokenId> vocab, Tokenizer::Impl& im) {
     if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() > 0)
         return core::unimplemented("BPE dropout is not supported");
     for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
         if (model.contains(k) && model[k].is_string() && !model[k].get<std::string>().empty())
             return core::unimplemented(std::string("BPE ") + k + " is not supported");
-    }
-
-    DI_RETURN_IF_ERROR(load_normalizer(root.value("normalizer", json()), im->normalizer));
-    if (root.contains("pre_tokenizer") && !root["pre_tokenizer"].is_null()) {
-        DI_ASSIGN_OR_RETURN(im->pre_tokenizer, load_pre_tokenizer(root["pre_tokenizer"]));
-    }
-
-    std::unordered_map<std::string, TokenId> vocab;
-    TokenId max_id = -1;
-    for (const auto& [k, v] : model.at("vocab").items()) {
-        vocab.emplace(k, v.get<TokenId>());
-        max_id = std::max(max_id, v.get<TokenId>());
     }
     std::vector<std::pair<std::string, std::string>> merges;
     for (const auto& m : model.at("merges")) {
@@ -205,15 +193,46 @@ Result<std::unique_ptr<Tokenizer::Impl>> load(const json& root) {
         }
     }
     Bpe::Options opt;
-    opt.byte_level = im->pre_tokenizer && im->pre_tokenizer->byte_level();
+    opt.byte_level = im.pre_tokenizer && im.pre_tokenizer->byte_level();
     if (model.contains("unk_token") && model["unk_token"].is_string()) opt.unk_token = model["unk_token"];
     opt.fuse_unk = model.value("fuse_unk", false);
     opt.byte_fallback = model.value("byte_fallback", false);
     opt.ignore_merges = model.value("ignore_merges", false);
+    DI_ASSIGN_OR_RETURN(im.bpe, Bpe::create(std::move(vocab), merges, opt));
+    return {};
+}
 
+Result<std::unique_ptr<Tokenizer::Impl>> load(const json& root) {
+    auto im = std::make_unique<Tokenizer::Impl>();
+    const json& model = root.at("model");
+    const std::string model_type = model.contains("type") ? type_of(model) : "BPE";
+    if (model_type != "BPE" && model_type != "WordLevel")
+        return core::unimplemented("model.type '" + model_type + "' is not supported (BPE, WordLevel)");
+
+    DI_RETURN_IF_ERROR(load_normalizer(root.value("normalizer", json()), im->normalizer));
+    if (root.contains("pre_tokenizer") && !root["pre_tokenizer"].is_null()) {
+        DI_ASSIGN_OR_RETURN(im->pre_tokenizer, load_pre_tokenizer(root["pre_tokenizer"]));
+    }
+
+    std::unordered_map<std::string, TokenId> vocab;
+    TokenId max_id = -1;
+    for (const auto& [k, v] : model.at("vocab").items()) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+            return core::invalid_argument("model.vocab['" + k + "']: id must be a non-negative integer");
+        vocab.emplace(k, v.get<TokenId>());
+        max_id = std::max(max_id, v.get<TokenId>());
+    }
     std::vector<std::pair<std::string, TokenId>> vocab_list(vocab.begin(), vocab.end());
-    DI_ASSIGN_OR_RETURN(im->bpe, Bpe::create(std::move(vocab), merges, opt));
-
+    if (model_type == "WordLevel") {
+        // tokenizers' WordLevel: unk_token defaults to "<unk>"; the pre-tokenizer's words are looked up
+        // whole.
+        const std::string unk = model.contains("unk_token") && model["unk_token"].is_string()
+                                    ? model["unk_token"].get<std::string>()
+                                    : std::string("<unk>");
+        DI_ASSIGN_OR_RETURN(im->word_level, WordLevel::create(std::move(vocab), unk));
+    } else {
+        DI_RETURN_IF_ERROR(load_bpe(model, std::move(vocab), *im));
+    }
     for (const auto& a : root.value("added_tokens", json::array())) {
         AddedToken t;
         t.content = a.at("content").get<std::string>();
@@ -233,6 +252,8 @@ Result<std::unique_ptr<Tokenizer::Impl>> load(const json& root) {
     }
 
     const json decoder = root.value("decoder", json());
+    // tokenizers joins the token strings with a space when there is no decoder (`tokens.join(" ")`).
+    if (decoder.is_null()) im->separator = " ";
     const std::size_t n = static_cast<std::size_t>(max_id + 1);
     im->id_to_token.assign(n, "");
     im->decoded.assign(n, "");

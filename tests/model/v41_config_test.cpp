@@ -2,12 +2,17 @@
 // inference-side short names, and validation errors that name the field.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/logging.h"
 #include "model/deepseek_v41/config.h"
+#include "model/registry.h"
 
 namespace {
 
@@ -133,6 +138,69 @@ TEST(V41Config, ReleasedFlashConfigParses) {
     EXPECT_TRUE(c.vision.present); // recorded, ignored
     EXPECT_EQ(c.vision.num_hidden_layers, 32);
     EXPECT_EQ(c.vision.patch_size, 14);
+}
+
+// The released config's vision_config is ignored with exactly one log line (Info), naming the file; parsing
+// at Warn logs nothing; a config without one (or with `vision_config: null`, as tiny-v41-fp8's
+// save_pretrained config has) logs nothing; loading a checkpoint whose config has one logs it once.
+std::vector<std::string> stderr_lines(const std::function<void()>& fn) {
+    ::testing::internal::CaptureStderr();
+    fn();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    std::vector<std::string> lines;
+    size_t pos = 0;
+    while (pos < err.size()) {
+        const size_t nl = err.find('\n', pos);
+        lines.push_back(err.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
+        pos = nl == std::string::npos ? err.size() : nl + 1;
+    }
+    return lines;
+}
+
+TEST(V41Config, VisionConfigIgnoredWithOneLogLine) {
+    using deepinfer::core::LogLevel;
+    const LogLevel saved = deepinfer::core::log_level();
+    deepinfer::core::set_log_level(LogLevel::kInfo);
+    auto lines = stderr_lines([] { ASSERT_TRUE(ModelConfig::from_json_file(kFlash).ok()); });
+    ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+    EXPECT_NE(lines[0].find("vision_config"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("ignored"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find(kFlash), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("32 ViT layers"), std::string::npos) << lines[0];
+
+    // No vision_config, no line.
+    json text_only = read_json(kFlash);
+    text_only.erase("vision_config");
+    lines =
+        stderr_lines([&] { ASSERT_TRUE(ModelConfig::from_json_string(text_only.dump(), "t.json").ok()); });
+    EXPECT_TRUE(lines.empty()) << ::testing::PrintToString(lines);
+
+    auto vision_lines = [](const std::vector<std::string>& ls) {
+        int n = 0;
+        for (const auto& l : ls) n += l.find("vision_config") != std::string::npos;
+        return n;
+    };
+    const std::string src = std::string(DEEPINFER_SOURCE_DIR) + "/models/";
+    lines = stderr_lines([&] { ASSERT_TRUE(deepinfer::model::load_causal_lm(src + "tiny-v41-fp8").ok()); });
+    EXPECT_EQ(vision_lines(lines), 0) << ::testing::PrintToString(lines); // "vision_config": null
+
+    // tiny-v41 (the released layout) with the released vision_config added: one line over the whole load.
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("v41_vision_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    for (const char* f : {"model.safetensors", "engram_hash.safetensors", "tokenizer.json"})
+        fs::copy_file(src + "tiny-v41/" + f, dir / f, fs::copy_options::overwrite_existing);
+    json cfg = read_json(src + "tiny-v41/config.json");
+    cfg["vision_config"] = read_json(kFlash).at("vision_config");
+    std::ofstream(dir / "config.json") << cfg.dump(2);
+    lines = stderr_lines([&] { ASSERT_TRUE(deepinfer::model::load_causal_lm(dir.string()).ok()); });
+    EXPECT_EQ(vision_lines(lines), 1) << ::testing::PrintToString(lines);
+    fs::remove_all(dir);
+
+    deepinfer::core::set_log_level(LogLevel::kWarn);
+    lines = stderr_lines([] { ASSERT_TRUE(ModelConfig::from_json_file(kFlash).ok()); });
+    EXPECT_TRUE(lines.empty()) << ::testing::PrintToString(lines);
+    deepinfer::core::set_log_level(saved);
 }
 
 TEST(V41Config, ReleasedFlashLayerRoles) {

@@ -1,12 +1,14 @@
 // Runs under `mpirun -np N` (ctest: N = 2 and 4, shared memory and TCP): tp in {1, 2, 4} dividing N and
-// ep = N / tp (EP N, TP N, TP 2 x EP 2) on tiny-v4 and tiny-v4-fp8. Rank 0 drives the sharded model through
-// LeaderLm (every step published on the StepChannel), the other ranks replay it with run_model_follower; rank
-// 0 also runs the unsharded model in-process on the same batches. Every logit must be bit-identical (the EP
-// all-reduce only assembles exactly-owned slots, docs/parallelism.md), hence the same greedy tokens, and the
-// EP load statistics (interval 1) must equal the unsharded model's router choices counted over all layers.
+// ep = N / tp (EP N, TP N, TP 2 x EP 2) on tiny-v4, tiny-v4-fp8, tiny-v41 and tiny-v41-fp8. Rank 0 drives the
+// sharded model through LeaderLm (every step published on the StepChannel), the other ranks replay it with
+// run_model_follower; rank 0 also runs the unsharded model in-process on the same batches. Every logit must
+// be bit-identical (the EP all-reduce only assembles exactly-owned slots, docs/parallelism.md), hence the
+// same greedy tokens, and the EP load statistics (interval 1) must equal the unsharded model's router choices
+// counted over all layers.
 
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step_sync.h"
+#include "model/deepseek_v41/model.h"
 #include "model/sequence_runner.h"
 #include "parallel/layout_groups.h"
 #include "parallel/mpi_runtime.h"
@@ -15,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -43,17 +46,28 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Per-expert routed rows of one forward, summed over layers, from the unsharded model's probes.
-std::vector<int64_t> routed_rows(const ForwardProbes& p, int64_t E) {
+std::vector<int64_t> routed_rows(const std::vector<std::vector<int32_t>>& router, int64_t E) {
     std::vector<int64_t> n(E, 0);
-    for (const auto& layer : p.router)
+    for (const auto& layer : router)
         for (int32_t e : layer)
             if (e >= 0) ++n[e];
     return n;
 }
 
+bool is_v41(const std::string& name) {
+    return name.rfind("tiny-v41", 0) == 0;
+}
+
+// The rank's shard and (rank 0) the unsharded reference with its router probes, either family.
 class EpRun {
 public:
-    EpRun(const std::string& name, int tp) : dir_(source_path("models/" + name)), tp_(tp) {}
+    EpRun(const std::string& name, int tp)
+        : dir_(source_path("models/" + name)), tp_(tp), v41_(is_v41(name)) {}
+
+    std::vector<int64_t> routed_rows_of_ref() const {
+        const int64_t E = ref_->info().n_routed_experts;
+        return v41_ ? routed_rows(probes41_.router, E) : routed_rows(probes_.router, E);
+    }
 
     // Every rank: the layout's groups, then the shard (stats every step). Rank 0 also loads the unsharded
     // reference.
@@ -67,27 +81,46 @@ public:
         spec.moe = groups_.moe.get();
         spec.tp = groups_.tp.get();
         spec.stats_interval = 1;
+        const int64_t n = spec.moe->size(), r = spec.moe->rank();
+        if (v41_) {
+            using deepseek_v41::DeepseekV41Model;
+            auto m = DeepseekV41Model::load(dir_, spec);
+            ASSERT_TRUE(m.ok()) << m.status().to_string();
+            const int64_t E = (*m)->config().n_routed_experts;
+            EXPECT_EQ((*m)->expert_range(), std::make_pair(r * E / n, (r + 1) * E / n));
+            shard_ = std::move(*m);
+            if (g_world->rank() == 0) {
+                auto ref = DeepseekV41Model::load(dir_);
+                ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+                (*ref)->set_probes(&probes41_);
+                ref_ = std::move(*ref);
+            }
+            return;
+        }
         auto m = DeepseekV4Model::load(dir_, spec);
         ASSERT_TRUE(m.ok()) << m.status().to_string();
+        const int64_t E = (*m)->config().n_routed_experts;
+        EXPECT_EQ((*m)->expert_range(), std::make_pair(r * E / n, (r + 1) * E / n));
+        // The shard binds fewer expert bytes than the whole model.
+        EXPECT_LT((*m)->weights().resident_weight_bytes(),
+                  DeepseekV4Model::load(dir_)->get()->weights().resident_weight_bytes());
         shard_ = std::move(*m);
-        const int64_t E = shard_->config().n_routed_experts, n = spec.moe->size(), r = spec.moe->rank();
-        EXPECT_EQ(shard_->expert_range(), std::make_pair(r * E / n, (r + 1) * E / n));
         if (g_world->rank() == 0) {
             auto ref = DeepseekV4Model::load(dir_);
             ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+            (*ref)->set_probes(&probes_);
             ref_ = std::move(*ref);
-            ref_->set_probes(&probes_);
         }
-        // The shard binds fewer expert bytes than the whole model.
-        EXPECT_LT(shard_->weights().resident_weight_bytes(),
-                  DeepseekV4Model::load(dir_)->get()->weights().resident_weight_bytes());
     }
 
     parallel::LayoutGroups groups_;
-    std::unique_ptr<DeepseekV4Model> shard_, ref_;
+    std::unique_ptr<ShardedLm> shard_;
+    std::unique_ptr<CausalLm> ref_;
     ForwardProbes probes_;
+    deepseek_v41::V41Probes probes41_;
     std::string dir_;
     int tp_;
+    bool v41_;
 };
 
 // Rank 0 runs `lead` against the shard (through LeaderLm) and the reference; the others follow.
@@ -124,7 +157,7 @@ TEST_P(MpiEp, GreedyDecodeIsBitIdenticalToOneProcess) {
     const int n_prompts = g.num_prompts();
     ASSERT_GT(n_prompts, 0);
     run_ep(run, [&](LeaderLm& leader) {
-        const int64_t V = leader.vocab_size(), E = run.ref_->config().n_routed_experts;
+        const int64_t V = leader.vocab_size();
         for (int p = 0; p < n_prompts; ++p) {
             const std::vector<int32_t> ids = g.ids("prompt." + std::to_string(p) + ".ids");
             const int64_t total = static_cast<int64_t>(ids.size()) + 8;
@@ -151,7 +184,7 @@ TEST_P(MpiEp, GreedyDecodeIsBitIdenticalToOneProcess) {
                         << ": logits differ by up to " << max_abs_diff(la, lb);
                     const parallel::ExpertLoadSnapshot* snap = run.shard_->expert_load();
                     ASSERT_NE(snap, nullptr);
-                    EXPECT_EQ(snap->expert_tokens, routed_rows(run.probes_, E)) << "prompt " << p;
+                    EXPECT_EQ(snap->expert_tokens, run.routed_rows_of_ref()) << "prompt " << p;
                 }
                 const int32_t ta = argmax(la.data() + la.size() - V, V),
                               tb = argmax(lb.data() + lb.size() - V, V);
@@ -263,9 +296,17 @@ TEST_P(MpiEp, KeepAliveThreadCarriesAnIdleLeader) {
     g_world->set_deadline(saved);
 }
 
+// Named MODEL_tpN (tiny_v41_fp8_tp2), so that ctest can run the V4 and V4.1 halves as separate tests.
 INSTANTIATE_TEST_SUITE_P(TinyModels, MpiEp,
-                         ::testing::Combine(::testing::Values("tiny-v4", "tiny-v4-fp8"),
-                                            ::testing::Values(1, 2, 4)));
+                         ::testing::Combine(::testing::Values("tiny-v4", "tiny-v4-fp8", "tiny-v41",
+                                                              "tiny-v41-fp8"),
+                                            ::testing::Values(1, 2, 4)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
+                             std::string name =
+                                 std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
+                             std::replace(name.begin(), name.end(), '-', '_');
+                             return name;
+                         });
 
 class FailurePrinter : public ::testing::EmptyTestEventListener {
 public:

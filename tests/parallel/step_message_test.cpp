@@ -280,5 +280,34 @@ TEST(ExpertLoad, ExchangesOnlyOnIntervalStepsAndResets) {
     EXPECT_EQ(s.latest().expert_tokens, (std::vector<std::int64_t>{0, 0, 0, 0}));
 }
 
+// /metrics: the report accumulates each new exchange once, and its text has one series per expert and per
+// EP rank with the values of the latest window and the totals.
+TEST(ExpertLoad, ReportAccumulatesExchangesAndRendersPrometheus) {
+    LocalCommunicator one;
+    ExpertLoadStats s(4, 2, 2);
+    ExpertLoadReport r;
+    s.record(0, 3);
+    s.record(3, 1);
+    ASSERT_TRUE(s.on_step(one, 2).ok());
+    r.add(s.latest());
+    r.add(s.latest()); // the same exchange again: ignored
+    s.record(1, 2);
+    ASSERT_TRUE(s.on_step(one, 4).ok());
+    r.add(s.latest());
+    EXPECT_EQ(r.exchanges, 2u);
+    EXPECT_EQ(r.expert_tokens_total, (std::vector<std::int64_t>{3, 2, 0, 1}));
+    EXPECT_EQ(r.latest.expert_tokens, (std::vector<std::int64_t>{0, 2, 0, 0}));
+    const std::string text = expert_load_prometheus(r);
+    for (const char* line :
+         {"deepinfer_ep_load_exchanges_total 2\n", "deepinfer_ep_load_step 4\n",
+          "deepinfer_ep_expert_tokens{expert=\"1\"} 2\n", "deepinfer_ep_expert_tokens{expert=\"0\"} 0\n",
+          "deepinfer_ep_expert_tokens_total{expert=\"0\"} 3\n",
+          "deepinfer_ep_expert_tokens_total{expert=\"3\"} 1\n", "deepinfer_ep_rank_tokens{ep_rank=\"0\"} 2\n",
+          "deepinfer_ep_rank_tokens{ep_rank=\"1\"} 0\n", "deepinfer_ep_rank_imbalance 2\n",
+          "# TYPE deepinfer_ep_expert_tokens_total counter\n"})
+        EXPECT_NE(text.find(line), std::string::npos) << line << " missing from\n" << text;
+    EXPECT_EQ(text.find("expert=\"4\""), std::string::npos);
+}
+
 } // namespace
 } // namespace deepinfer::parallel

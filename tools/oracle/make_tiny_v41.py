@@ -48,6 +48,8 @@ from goldens_v41 import (DEAD_CHECK, GEN_TOKENS, MIN_MARGIN, MIN_SELECT_GAP, PRO
                          fresh, run_goldens)
 from names_v41 import hf_to_official, official_to_hf, storage_kind
 from quantize import FP8_BLOCK, quant_fp4, quant_fp8, unpack_fp4
+from tokenizer_goldens_v41 import record_in_manifest as record_tokenizer_goldens
+from tokenizer_goldens_v41 import write_goldens as write_tokenizer_goldens
 
 torch.set_num_threads(1)
 
@@ -555,6 +557,7 @@ def main() -> None:
     save_st(gold_a, fx_a / "goldens.safetensors")
     save_st(gold_b, fx_b / "goldens.safetensors")
     save_st(deq_b, fx_b / "dequantized.safetensors")
+    tok_goldens = write_tokenizer_goldens(root)  # HF's ids / text for a few texts (recorded after the manifest)
 
     self_check = artifact_self_check(cfg, root, prompts, reloaded)
     print("artifact self-check:", self_check, flush=True)
@@ -613,6 +616,9 @@ def main() -> None:
                                "weights": "dequantized FP8/FP4 + bf16-rounded stored values, fp32",
                                "quantization": hf_cfg["quantization_config"],
                                "dequantized_keys": key_list(fx_b / "dequantized.safetensors")})
+    record_tokenizer_goldens(root, tok_goldens)
+    from near_ties_v41 import write_near_ties  # imports this module: here, not at the top
+    write_near_ties(root)  # the reference's near-ties of the golden runs (docs/deepseek-v41-model.md)
     print(f"done: tiny-v41 seed {seed_a}, tiny-v41-fp8 seed {seed_b}")
 
 

@@ -17,6 +17,7 @@
 #include "model/deepseek_v4/probes.h"
 #include "model/deepseek_v4/rope.h"
 #include "model/deepseek_v4/tensor_parallel.h"
+#include "model/sharded_lm.h"
 #include "weights/checkpoint.h"
 
 namespace deepinfer::model::deepseek_v4 {
@@ -32,7 +33,7 @@ struct ShardSpec {
     uint64_t stats_interval = 0; // EP load statistics every N steps (0 = none)
 };
 
-class DeepseekV4Model : public CausalLm {
+class DeepseekV4Model : public ShardedLm {
 public:
     // Opens DIR (config.json + safetensors) and binds every weight in its stored format.
     // With a shard, binds only this rank's experts.
@@ -55,9 +56,9 @@ public:
 
     // Every rank, after every forward, with the leader's step counter (never a rank-local count): the EP
     // load-statistics exchange on multiples of the interval. A no-op without EP statistics.
-    core::Status on_step(uint64_t step);
+    core::Status on_step(uint64_t step) override;
     // The latest exchanged EP load statistics, or nullptr without EP statistics.
-    const parallel::ExpertLoadSnapshot* expert_load() const;
+    const parallel::ExpertLoadSnapshot* expert_load() const override;
     // The routed experts this rank holds: [first, last).
     std::pair<int64_t, int64_t> expert_range() const { return {moe_shard_.first, moe_shard_.last}; }
 

@@ -11,14 +11,16 @@ MoeRefs make_moe_refs(const MoeWeights& w) {
     return r;
 }
 
-namespace {
-
 // The EP path (MoeShard): slot outputs [T * K + T, D] = each (row, k)'s unweighted expert output, then
 // each row's shared-expert output; the owner of a slot writes it, the others zeros.
-void moe_experts_sharded(kernels::Backend& be, const ModelConfig& c, const MoeWeights& w, const MoeRefs& refs,
-                         const MoeShard& shard, const float* x, const int32_t* idx, const float* wts,
-                         const uint8_t* skip, int64_t T, float* out) {
-    const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, TK = T * K;
+void moe_experts_ep(kernels::Backend& be, const MoeShard& shard, const kernels::MoeExpertsParams& q) {
+    const int64_t D = q.D, E = q.E, K = q.K, T = q.T, TK = T * K;
+    const int32_t* idx = q.idx;
+    const float* wts = q.weights;
+    const float* x = q.x;
+    const uint8_t* skip = q.skip;
+    const bool has_shared = q.shared != nullptr;
+    float* out = q.out;
     kernels::Workspace& ws = be.workspace();
     const kernels::Workspace::Mark mark = ws.mark();
     float* slots = ws.take<float>((TK + T) * D); // [T * K + T, D]
@@ -28,13 +30,13 @@ void moe_experts_sharded(kernels::Backend& be, const ModelConfig& c, const MoeWe
     for (int64_t t = 0; t < T; ++t)
         for (int64_t k = 0; k < K; ++k) {
             const int32_t e = idx[t * K + k];
-            own[t * K + k] = e >= shard.first && e < shard.last ? e : -1;
+            own[t * K + k] = e >= shard.first && e < shard.last && !(skip && skip[t]) ? e : -1;
             ones[t * K + k] = 1.0f;
             std::copy_n(x + t * D, D, xs + (t * K + k) * D);
         }
     // Grouped per expert as in one process: expert e sees the same rows in the same order, so its
     // matmuls produce the same bits.
-    kernels::MoeExpertsParams p;
+    kernels::MoeExpertsParams p = q;
     p.x = xs;
     p.T = TK;
     p.D = D;
@@ -43,22 +45,16 @@ void moe_experts_sharded(kernels::Backend& be, const ModelConfig& c, const MoeWe
     p.idx = own;
     p.weights = ones;
     p.skip = nullptr;
-    p.experts = refs.experts.data();
     p.shared = nullptr;
-    p.swiglu_limit = static_cast<float>(c.swiglu_limit);
     p.out = slots;
     be.moe_experts(p);
     float* shared_out = slots + TK * D; // [T, D]
-    if (w.has_shared && shard.has_shared) {
-        kernels::MoeExpertsParams s = p;
-        s.x = x;
-        s.T = T;
+    if (has_shared && shard.has_shared) {
+        kernels::MoeExpertsParams s = q;
         s.E = 0;
         s.K = 0;
         s.idx = nullptr;
         s.weights = nullptr;
-        s.skip = skip;
-        s.shared = &refs.shared;
         s.out = shared_out;
         be.moe_experts(s);
     } else {
@@ -78,15 +74,13 @@ void moe_experts_sharded(kernels::Backend& be, const ModelConfig& c, const MoeWe
             const float rw = wts[t * K + k];
             for (int64_t j = 0; j < D; ++j) o[j] += y[j] * rw;
         }
-        if (w.has_shared && !(skip && skip[t])) {
+        if (has_shared && !(skip && skip[t])) {
             const float* y = shared_out + t * D;
             for (int64_t j = 0; j < D; ++j) o[j] += y[j];
         }
     }
     ws.release(mark);
 }
-
-} // namespace
 
 int64_t moe_shard_floats_per_token(const ModelConfig& c) {
     const int64_t K = c.num_experts_per_tok, D = c.hidden_size;
@@ -123,12 +117,6 @@ void moe_forward(kernels::Backend& be, const ModelConfig& c, const MoeWeights& w
     if (shard && shard->load)
         for (int64_t i = 0; i < T * K; ++i)
             if (idx[i] >= shard->first && idx[i] < shard->last) shard->load->record(idx[i]);
-    if (shard && shard->group && shard->group->size() > 1) {
-        moe_experts_sharded(be, c, w, refs, *shard, x, idx, wts, skip, T, out);
-        ws.release(mark);
-        return;
-    }
-
     kernels::MoeExpertsParams p;
     p.x = x;
     p.T = T;
@@ -142,7 +130,10 @@ void moe_forward(kernels::Backend& be, const ModelConfig& c, const MoeWeights& w
     p.shared = w.has_shared ? &refs.shared : nullptr;
     p.swiglu_limit = static_cast<float>(c.swiglu_limit);
     p.out = out;
-    be.moe_experts(p);
+    if (shard && shard->group && shard->group->size() > 1)
+        moe_experts_ep(be, *shard, p);
+    else
+        be.moe_experts(p);
     ws.release(mark);
 }
 

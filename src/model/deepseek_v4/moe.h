@@ -42,6 +42,11 @@ void moe_forward(kernels::Backend& be, const ModelConfig& config, const MoeWeigh
                  bool hash, const float* x, const int32_t* token_ids, const uint8_t* skip, int64_t T,
                  float* out, int32_t* router, float* router_weights, const MoeShard* shard = nullptr);
 
+// The EP form of be.moe_experts(p) over `shard.group` (size > 1), for rows every rank holds: `p` exactly
+// as one process would pass it (K experts per row, weights, skip, the shared expert or nullptr); `p.out`
+// gets the single-process bits on every rank. Scratch from the backend's workspace.
+void moe_experts_ep(kernels::Backend& be, const MoeShard& shard, const kernels::MoeExpertsParams& p);
+
 // Workspace floats per token the EP path adds (0 without EP).
 int64_t moe_shard_floats_per_token(const ModelConfig& config);
 

@@ -41,7 +41,7 @@ ForwardBatch to_forward_batch(const parallel::StepMessage& m) {
 
 namespace {
 
-core::Status apply_ops(DeepseekV4Model& model, const std::vector<parallel::StepOp>& ops) {
+core::Status apply_ops(ShardedLm& model, const std::vector<parallel::StepOp>& ops) {
     using parallel::StepOpKind;
     for (const parallel::StepOp& op : ops) {
         switch (op.kind) {
@@ -84,7 +84,7 @@ void LeaderLm::start_keep_alive() {
             if (stop_) break;
             core::Status s = channel_->keep_alive();
             if (!s.ok()) {
-                keep_alive_status_ = s.with_context("leader keep-alive");
+                keep_alive_status_ = failed(s.with_context("leader keep-alive"));
                 break;
             }
         }
@@ -108,7 +108,19 @@ core::Status LeaderLm::shutdown() {
 
 core::Status LeaderLm::keep_alive() {
     std::lock_guard<std::mutex> lock(mu_);
-    return channel_->keep_alive();
+    core::Status s = channel_->keep_alive();
+    return s.ok() ? s : failed(std::move(s));
+}
+
+core::Status LeaderLm::failed(core::Status s) {
+    if (!failure_reported_ && on_failure_) on_failure_(s);
+    failure_reported_ = true;
+    return s;
+}
+
+std::optional<parallel::ExpertLoadReport> LeaderLm::expert_load_report() const {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    return report_;
 }
 
 core::Status LeaderLm::publish(parallel::StepMessage m) {
@@ -133,8 +145,9 @@ core::Status LeaderLm::configure_runtime(const RuntimeSpec& spec) {
     parallel::StepMessage m;
     m.kind = parallel::StepKind::kControl;
     m.ops = {{parallel::StepOpKind::kConfigureRuntime, spec.max_num_batched_tokens, spec.max_num_seqs, 0}};
-    DI_RETURN_IF_ERROR(publish(std::move(m)));
-    return model_->configure_runtime(spec);
+    if (core::Status s = publish(std::move(m)); !s.ok()) return failed(std::move(s));
+    core::Status s = model_->configure_runtime(spec);
+    return s.ok() ? s : failed(std::move(s));
 }
 
 void LeaderLm::copy_block(int32_t src, int32_t dst) {
@@ -155,12 +168,19 @@ core::Status LeaderLm::forward(const ForwardBatch& batch, float* logits) {
     parallel::StepMessage m = to_step_message(batch);
     m.ops = std::move(pending_);
     pending_.clear();
-    DI_RETURN_IF_ERROR(publish(std::move(m)));
-    DI_RETURN_IF_ERROR(model_->forward(batch, logits));
-    return model_->on_step(channel_->last_step());
+    // The followers run the same step: a failure here fails theirs too (or a rank is gone).
+    if (core::Status s = publish(std::move(m)); !s.ok()) return failed(std::move(s));
+    if (core::Status s = model_->forward(batch, logits); !s.ok()) return failed(std::move(s));
+    if (core::Status s = model_->on_step(channel_->last_step()); !s.ok()) return failed(std::move(s));
+    if (const parallel::ExpertLoadSnapshot* e = model_->expert_load(); e && e->step > 0) {
+        std::lock_guard<std::mutex> lock(snapshot_mu_);
+        if (!report_) report_.emplace();
+        report_->add(*e); // ignores a snapshot it has
+    }
+    return core::Status();
 }
 
-core::Status run_model_follower(DeepseekV4Model& model, parallel::StepChannel& channel) {
+core::Status run_model_follower(ShardedLm& model, parallel::StepChannel& channel) {
     std::vector<float> logits;
     return parallel::run_follower(channel, [&](const parallel::StepMessage& m) -> core::Status {
         DI_RETURN_IF_ERROR(apply_ops(model, m.ops));

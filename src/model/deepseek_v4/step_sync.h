@@ -11,12 +11,15 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "model/causal_lm.h"
-#include "model/deepseek_v4/model.h"
+#include "model/forward_batch.h"
+#include "model/sharded_lm.h"
 #include "parallel/step_channel.h"
 
 namespace deepinfer::model::deepseek_v4 {
@@ -26,14 +29,16 @@ ForwardBatch to_forward_batch(const parallel::StepMessage& m);
 
 class LeaderLm : public CausalLm {
 public:
-    // Neither is owned; both outlive this.
-    LeaderLm(DeepseekV4Model* model, parallel::StepChannel* channel) : model_(model), channel_(channel) {}
+    // Neither is owned; both outlive this. Any family that shards (DeepSeek V4, V4.1).
+    LeaderLm(ShardedLm* model, parallel::StepChannel* channel) : model_(model), channel_(channel) {}
     ~LeaderLm() override;
     LeaderLm(const LeaderLm&) = delete;
     LeaderLm& operator=(const LeaderLm&) = delete;
 
     int64_t vocab_size() const override { return model_->vocab_size(); }
     int64_t eos_token_id() const override { return model_->eos_token_id(); }
+    ModelInfo info() const override { return model_->info(); }
+    DecodeCost decode_cost() const override { return model_->decode_cost(); }
     core::Result<KvGeometry> kv_geometry(int64_t block_size) const override {
         return model_->kv_geometry(block_size);
     }
@@ -57,10 +62,22 @@ public:
     // Bytes published so far (step messages, both broadcasts' payloads).
     int64_t published_bytes() const { return published_bytes_; }
 
+    // Called once, on the thread that saw it, with the first failure of a step (a publish, a forward and
+    // its collectives, a keep-alive): the job cannot go on (the followers failed the same step, or a rank
+    // is gone and the communicator is broken), so a server stops serving and exits (cmd_serve.cpp). Runs
+    // under the channel's lock: it must not call back into this object. Set before the first step.
+    void set_on_failure(std::function<void(const core::Status&)> f) { on_failure_ = std::move(f); }
+
+    // A copy of the model's EP load statistics (nullopt without them or before the first exchange), for
+    // another thread (/metrics) while the engine thread runs forwards: updated after each exchange under
+    // its own lock.
+    std::optional<parallel::ExpertLoadReport> expert_load_report() const;
+
 private:
     core::Status publish(parallel::StepMessage m);
+    core::Status failed(core::Status s); // reports the first failure to on_failure_, returns s
 
-    DeepseekV4Model* model_;
+    ShardedLm* model_;
     parallel::StepChannel* channel_;
     void stop_keep_alive();
 
@@ -71,10 +88,14 @@ private:
     bool stop_ = false;
     core::Status keep_alive_status_;
     std::thread keep_alive_thread_;
+    std::function<void(const core::Status&)> on_failure_;
+    bool failure_reported_ = false; // under mu_
+    mutable std::mutex snapshot_mu_;
+    std::optional<parallel::ExpertLoadReport> report_; // under snapshot_mu_
 };
 
 // A follower's loop: applies each step's ops, runs its forward (logits discarded: the leader samples) and
 // on_step, until the leader's shutdown step (ok) or an error (returned; the caller exits non-zero).
-core::Status run_model_follower(DeepseekV4Model& model, parallel::StepChannel& channel);
+core::Status run_model_follower(ShardedLm& model, parallel::StepChannel& channel);
 
 } // namespace deepinfer::model::deepseek_v4

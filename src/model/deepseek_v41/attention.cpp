@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "core/check.h"
 #include "kernels/ops.h"
@@ -66,7 +67,10 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     be.linear(kernels::linear_args(x, n, w.wkv, kv.data()));
     be.rms_norm({kv.data(), w.kv_norm.data(), n, d, eps, kv.data()});
     be.rope(rope_params(rope, kv.data(), n, 1, d, pos));
-    kernels::ref::fake_quant_fp8_block(kv.data(), n, d, 32);
+    if (ties_)
+        fake_quant_with_ties(kv.data(), n, d, QuantTieOverride::kWindowKv, l, pos, *ties_);
+    else
+        kernels::ref::fake_quant_fp8_block(kv.data(), n, d, 32);
     kernels::KvStoreParams ks;
     ks.kv = kv.data();
     ks.n = n;
@@ -131,7 +135,14 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
                 std::vector<int64_t> gpos(g);
                 for (int64_t j = 0; j < g; ++j) gpos[j] = (w0 + j) * m;
                 be.rope(rope_params(compress_rope_, k.data(), g, 1, dI, gpos.data()));
-                kernels::ref::fake_quant_fp4_block(k.data(), g, dI, 32, /*e4m3_scales=*/false);
+                if (ties_) {
+                    std::vector<int64_t> rows(g);
+                    std::iota(rows.begin(), rows.end(), w0);
+                    fake_quant_with_ties(k.data(), g, dI, QuantTieOverride::kIndexerK, l, rows.data(),
+                                         *ties_);
+                } else {
+                    kernels::ref::fake_quant_fp4_block(k.data(), g, dI, 32, /*e4m3_scales=*/false);
+                }
                 kernels::PagedEntries keys = paged(pools_.keys[l], dI, m, spec_.block_size, ch.block_table);
                 for (int64_t j = 0; j < g; ++j) std::copy_n(k.data() + j * dI, dI, keys.entry(w0 + j));
             }
@@ -142,7 +153,14 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
             std::vector<int64_t> gpos(g);
             for (int64_t j = 0; j < g; ++j) gpos[j] = (w0 + j) * m;
             be.rope(rope_params(compress_rope_, latent.data(), g, 1, d, gpos.data()));
-            kernels::ref::fake_quant_fp4_block(latent.data(), g, d, 16, /*e4m3_scales=*/true);
+            if (ties_) {
+                std::vector<int64_t> rows(g);
+                std::iota(rows.begin(), rows.end(), w0);
+                fake_quant_with_ties(latent.data(), g, d, QuantTieOverride::kCompressedKv, l, rows.data(),
+                                     *ties_);
+            } else {
+                kernels::ref::fake_quant_fp4_block(latent.data(), g, d, 16, /*e4m3_scales=*/true);
+            }
             kernels::PagedEntries e = paged(pools_.comp[l], d, m, spec_.block_size, ch.block_table);
             for (int64_t j = 0; j < g; ++j) std::copy_n(latent.data() + j * d, d, e.entry(w0 + j));
         }
@@ -218,7 +236,12 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
     std::vector<float> q(n * HI * dI); // [n, H_I, d_I]
     be.linear(kernels::linear_args(qr, n, w.wq_b, q.data()));
     be.rope(rope_params(compress_rope_, q.data(), n, HI, dI, ch.pos.data()));
-    kernels::ref::fake_quant_fp4_block(q.data(), n * HI, dI, 32, /*e4m3_scales=*/false);
+    // With the test-only tie table: one row per query token (head * d_I + channel), blocks of 32 within a
+    // head.
+    if (ties_ && dI % 32 == 0)
+        fake_quant_with_ties(q.data(), n, HI * dI, QuantTieOverride::kIndexerQ, l, ch.pos.data(), *ties_);
+    else
+        kernels::ref::fake_quant_fp4_block(q.data(), n * HI, dI, 32, /*e4m3_scales=*/false);
     std::vector<float> hw(n * HI); // [n, H_I]
     be.linear(kernels::linear_args(x, n, w.weights_proj, hw.data()));
     const float heads_scaling = 1.0f / std::sqrt(static_cast<float>(HI));

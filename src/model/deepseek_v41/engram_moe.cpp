@@ -67,6 +67,9 @@ void DeepseekV41Model::moe(int64_t l, const Chunk& ch, const float* x, float* ou
     r.weights = wts.data();
     backend_->moe_routing(r);
     if (probes_) std::copy(idx.begin(), idx.end(), probes_->router[l].begin() + ch.row0 * K);
+    if (moe_shard_.load) // EP statistics: each expert's rows counted by its owner
+        for (int32_t e : idx)
+            if (e >= moe_shard_.first && e < moe_shard_.last) moe_shard_.load->record(e);
     std::vector<kernels::ExpertRef> experts(E);
     for (int64_t e = 0; e < E; ++e) experts[e] = {&w.experts[e].w1, &w.experts[e].w2, &w.experts[e].w3};
     const kernels::ExpertRef shared{&w.shared.w1, &w.shared.w2, &w.shared.w3};
@@ -82,7 +85,10 @@ void DeepseekV41Model::moe(int64_t l, const Chunk& ch, const float* x, float* ou
     p.shared = &shared;
     p.swiglu_limit = static_cast<float>(c.swiglu_limit);
     p.out = out;
-    backend_->moe_experts(p);
+    if (moe_shard_.group && moe_shard_.group->size() > 1)
+        deepseek_v4::moe_experts_ep(*backend_, moe_shard_, p); // the same bits as the op below
+    else
+        backend_->moe_experts(p);
 }
 
 } // namespace deepinfer::model::deepseek_v41

@@ -41,15 +41,45 @@ int64_t entries_per_block(int64_t block_size, int64_t ratio) {
 
 DeepseekV41Model::DeepseekV41Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config,
                                    ModelWeights w, EngramHasher hasher, deepseek_v4::RopeTable main_rope,
-                                   deepseek_v4::RopeTable compress_rope)
+                                   deepseek_v4::RopeTable compress_rope, const deepseek_v4::ShardSpec& shard,
+                                   std::pair<int64_t, int64_t> experts)
     : ckpt_(std::move(ckpt)), config_(std::move(config)), weights_(std::move(w)), hasher_(std::move(hasher)),
       main_rope_(std::move(main_rope)), compress_rope_(std::move(compress_rope)),
-      backend_(kernels::make_cpu_backend()) {}
+      backend_(kernels::make_cpu_backend()), shard_(shard) {
+    // The same expert parallelism as V4 (model/deepseek_v4/moe.h): contiguous ranges, the shared expert on
+    // the group's last rank, one exact slot all-reduce.
+    moe_shard_.first = experts.first;
+    moe_shard_.last = experts.second;
+    if (shard_.moe && shard_.moe->size() > 1) {
+        moe_shard_.group = shard_.moe;
+        moe_shard_.has_shared = shard_.moe->rank() == shard_.moe->size() - 1;
+        moe_shard_.status = &ep_status_;
+        if (shard_.stats_interval > 0) {
+            expert_load_ = std::make_unique<parallel::ExpertLoadStats>(
+                static_cast<int>(config_.n_routed_experts), shard_.moe->size(), shard_.stats_interval);
+            moe_shard_.load = expert_load_.get();
+        }
+    }
+    if (shard_.tp && shard_.tp->size() > 1) {
+        tp_.group = shard_.tp;
+        tp_.status = &ep_status_;
+    }
+}
 
-Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::string& dir) {
+Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::string& dir,
+                                                                 const deepseek_v4::ShardSpec& shard) {
     DI_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::from_json_file(dir + "/config.json"));
     DI_ASSIGN_OR_RETURN(auto ckpt, weights::Checkpoint::open(dir));
-    DI_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*ckpt, config));
+    std::pair<int64_t, int64_t> range{0, config.n_routed_experts};
+    if (shard.moe && shard.moe->size() > 1) {
+        const int64_t E = config.n_routed_experts, n = shard.moe->size(), r = shard.moe->rank();
+        if (n > E)
+            return core::invalid_argument(dir + "/config.json: " + std::to_string(n) +
+                                          " expert-parallel ranks exceeds n_routed_experts " +
+                                          std::to_string(E));
+        range = {r * E / n, (r + 1) * E / n};
+    }
+    DI_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*ckpt, config, range.first, range.second));
     EngramHasher hasher;
     if (config.engram.enabled()) {
         const std::string hash_path = dir + "/engram_hash.safetensors";
@@ -70,7 +100,16 @@ Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::stri
     auto compress_rope = deepseek_v4::make_compress_rope(rc);
     return std::unique_ptr<DeepseekV41Model>(
         new DeepseekV41Model(std::move(ckpt), std::move(config), std::move(w), std::move(hasher),
-                             std::move(main_rope), std::move(compress_rope)));
+                             std::move(main_rope), std::move(compress_rope), shard, range));
+}
+
+Status DeepseekV41Model::on_step(uint64_t step) {
+    if (!expert_load_) return {};
+    return expert_load_->on_step(*shard_.moe, step);
+}
+
+const parallel::ExpertLoadSnapshot* DeepseekV41Model::expert_load() const {
+    return expert_load_ ? &expert_load_->latest() : nullptr;
 }
 
 ModelInfo DeepseekV41Model::info() const {
@@ -244,6 +283,9 @@ Status DeepseekV41Model::validate(const ForwardBatch& b) const {
 Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
     DI_RETURN_IF_ERROR(validate(batch));
     const auto t0 = std::chrono::steady_clock::now();
+    // The ops' scratch (and the EP slots) come from the workspace, which nothing else resets here.
+    backend_->workspace().reset();
+    ep_status_ = Status();
     const ModelConfig& c = config_;
     const int64_t T = batch.num_tokens(), D = c.hidden_size, L = c.num_hidden_layers;
     if (probes_) {
@@ -308,13 +350,18 @@ Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
     std::vector<float> rows(R * D);
     for (int64_t r = 0; r < R; ++r)
         std::copy_n(final_hidden.data() + batch.logits_rows[r] * D, D, rows.data() + r * D);
-    if (R > 0)
+    // Under TP the vocabulary is split and gathered (exact); every rank enters the gather, R being the
+    // leader's.
+    if (R > 0 && tp_.active())
+        deepseek_v4::tp_linear(*backend_, tp_, rows.data(), R, weights_.head, logits,
+                               kernels::OpKind::kLmHead);
+    else if (R > 0)
         backend_->linear(kernels::linear_args(rows.data(), R, weights_.head, logits),
                          kernels::OpKind::kLmHead);
     if (backend_->profiler().enabled())
         backend_->profiler().record_step(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    return {};
+    return ep_status_;
 }
 
 // Engram hash ids of the chunk into hash_ids_ rows [row0, row0 + n) x [E, cols], carrying the slot's n-gram

@@ -20,11 +20,16 @@
 
 #include "kernels/backend.h"
 #include "model/causal_lm.h"
+#include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v4/rope.h"
+#include "model/deepseek_v4/tensor_parallel.h"
 #include "model/deepseek_v41/config.h"
 #include "model/deepseek_v41/engram_hash.h"
 #include "model/deepseek_v41/engram_prefetch.h"
 #include "model/deepseek_v41/model_weights.h"
+#include "model/deepseek_v41/quant_ties.h"
+#include "model/sharded_lm.h"
 #include "weights/checkpoint.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -38,10 +43,14 @@ struct V41Probes {
     std::vector<int64_t> hash_ids;            // [T, engram layers, cols]
 };
 
-class DeepseekV41Model : public CausalLm {
+class DeepseekV41Model : public ShardedLm {
 public:
-    // Opens DIR (config.json, safetensors, engram_hash.safetensors) and binds every weight.
-    static core::Result<std::unique_ptr<DeepseekV41Model>> load(const std::string& dir);
+    // Opens DIR (config.json, safetensors, engram_hash.safetensors) and binds every weight. With a shard
+    // (V4's ShardSpec, docs/parallelism.md): only this rank's routed experts, split over `shard.moe`
+    // exactly as V4 splits them (bit-identical slot all-reduce), and the LM head's vocabulary over
+    // `shard.tp` (gathered). Attention, Engram and the indexer run whole on every rank.
+    static core::Result<std::unique_ptr<DeepseekV41Model>> load(const std::string& dir,
+                                                                const deepseek_v4::ShardSpec& shard = {});
 
     int64_t vocab_size() const override { return config_.vocab_size; }
     int64_t eos_token_id() const override { return config_.eos_token_id; }
@@ -57,10 +66,17 @@ public:
     core::Status forward(const ForwardBatch& batch, float* logits) override;
     void copy_block(int32_t src, int32_t dst) override;
     void copy_slot(int32_t src, int32_t dst) override;
+    core::Status on_step(uint64_t step) override;
+    const parallel::ExpertLoadSnapshot* expert_load() const override;
+    // The routed experts this rank holds: [first, last).
+    std::pair<int64_t, int64_t> expert_range() const { return {moe_shard_.first, moe_shard_.last}; }
 
     // generate --dump-probes (probes.cpp): the golden key names of tools/oracle/goldens_v41.py.
     std::unique_ptr<ProbeRecorder> attach_probe_recorder() override;
     void set_probes(V41Probes* p) { probes_ = p; }
+    // Test only (quant_ties.h): the reference's rounding at its near-ties in the cache fake-quant; null
+    // (the default) runs the plain quantizers.
+    void set_quant_ties(QuantTieOverride* t) { ties_ = t; }
     const ModelConfig& config() const { return config_; }
 
     // The per-layer KV sizes (floats), for kv_geometry and the docs.
@@ -96,7 +112,8 @@ public:
 private:
     DeepseekV41Model(std::unique_ptr<weights::Checkpoint> ckpt, ModelConfig config, ModelWeights w,
                      EngramHasher hasher, deepseek_v4::RopeTable main_rope,
-                     deepseek_v4::RopeTable compress_rope);
+                     deepseek_v4::RopeTable compress_rope, const deepseek_v4::ShardSpec& shard,
+                     std::pair<int64_t, int64_t> experts);
     core::Status validate(const ForwardBatch& batch) const;
     void hash_chunk(const ForwardBatch& batch, const Chunk& ch);
     void reserve_engram(int64_t tokens);
@@ -116,6 +133,12 @@ private:
     Pools pools_;
     std::vector<Slot> slots_;
     V41Probes* probes_ = nullptr;
+    QuantTieOverride* ties_ = nullptr;
+    deepseek_v4::ShardSpec shard_;
+    deepseek_v4::MoeShard moe_shard_;
+    deepseek_v4::TpShard tp_;
+    core::Status ep_status_; // the first collective failure of a forward
+    std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
     // Engram (engram_moe.cpp): the step's hash ids [T, E, cols], the gathered rows per Engram layer
     // [T, cols, head_dim] (filled by prefetch_ ahead of the layer), wkv's output; grown, never shrunk.
     EngramPrefetcher prefetch_;

@@ -67,7 +67,8 @@ Status bind_expert(const weights::Checkpoint& ckpt, const std::string& p, const 
     return {};
 }
 
-Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t l, LayerWeights* out) {
+Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t l, int64_t first_expert,
+                  int64_t last_expert, LayerWeights* out) {
     const std::string p = "layers." + std::to_string(l);
     const int64_t D = c.hidden_size, H = c.num_attention_heads, d = c.head_dim;
     const auto& q = c.quant;
@@ -113,7 +114,7 @@ Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t
     DI_ASSIGN_OR_RETURN(m.gate, ckpt.weight(p + ".ffn.gate", c.n_routed_experts, D, q));
     DI_ASSIGN_OR_RETURN(m.bias, load_vector(ckpt, p + ".ffn.gate.bias", c.n_routed_experts));
     m.experts.resize(c.n_routed_experts);
-    for (int64_t e = 0; e < c.n_routed_experts; ++e)
+    for (int64_t e = first_expert; e < last_expert; ++e)
         DI_RETURN_IF_ERROR(bind_expert(ckpt, p + ".ffn.experts." + std::to_string(e), c, &m.experts[e]));
     DI_RETURN_IF_ERROR(bind_expert(ckpt, p + ".ffn.shared_experts", c, &m.shared));
 
@@ -134,14 +135,16 @@ Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t
 
 } // namespace
 
-Result<ModelWeights> ModelWeights::bind(const weights::Checkpoint& ckpt, const ModelConfig& c) {
+Result<ModelWeights> ModelWeights::bind(const weights::Checkpoint& ckpt, const ModelConfig& c,
+                                        int64_t first_expert, int64_t last_expert) {
+    if (last_expert < 0) last_expert = c.n_routed_experts;
     ModelWeights w;
     DI_ASSIGN_OR_RETURN(w.embed, ckpt.weight("embed", c.vocab_size, c.hidden_size, c.quant));
     DI_ASSIGN_OR_RETURN(w.norm, load_vector(ckpt, "norm.weight", c.hidden_size));
     DI_ASSIGN_OR_RETURN(w.head, ckpt.weight("head", c.vocab_size, c.hidden_size, c.quant));
     w.layers.resize(c.num_hidden_layers);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-        DI_RETURN_IF_ERROR(bind_layer(ckpt, c, l, &w.layers[l]));
+        DI_RETURN_IF_ERROR(bind_layer(ckpt, c, l, first_expert, last_expert, &w.layers[l]));
     DI_ASSIGN_OR_RETURN(w.engram_tables, EngramTable::bind_all(ckpt, c));
     return w;
 }

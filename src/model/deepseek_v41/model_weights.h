@@ -81,7 +81,10 @@ struct ModelWeights {
     std::vector<LayerWeights> layers;
     std::vector<EngramTable> engram_tables; // per Engram layer, config.engram.layer_ids order
 
-    static core::Result<ModelWeights> bind(const weights::Checkpoint& ckpt, const ModelConfig& config);
+    // Binds the routed experts [first_expert, last_expert) only (last < 0: all; expert parallelism); the
+    // others stay empty and must not be run.
+    static core::Result<ModelWeights> bind(const weights::Checkpoint& ckpt, const ModelConfig& config,
+                                           int64_t first_expert = 0, int64_t last_expert = -1);
 };
 
 } // namespace deepinfer::model::deepseek_v41

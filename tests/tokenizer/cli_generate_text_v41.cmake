@@ -1,0 +1,37 @@
+# `deepinfer generate --model models/tiny-v41[-fp8] --prompt TEXT`: the word-level tokenizer turns the text
+# into the golden prompt's ids and the 32 greedy tokens come back as the golden tokens and as HF's text.
+# Expected values: tests/fixtures/tiny-v41/tokenizer_goldens.json "completion" (tools/oracle, from the
+# goldens and HF tokenizers).
+file(READ ${SRC}/tests/fixtures/tiny-v41/tokenizer_goldens.json goldens)
+string(JSON n LENGTH "${goldens}" completion)
+if(n LESS 2)
+  message(FATAL_ERROR "tokenizer_goldens.json: 'completion' has ${n} entries, want 2")
+endif()
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+  string(JSON dir GET "${goldens}" completion ${i} model_dir)
+  string(JSON text GET "${goldens}" completion ${i} prompt_text)
+  string(JSON want_text GET "${goldens}" completion ${i} gen_text)
+  string(JSON ntok LENGTH "${goldens}" completion ${i} gen_tokens)
+  set(want_ids "")
+  math(EXPR tlast "${ntok} - 1")
+  foreach(t RANGE ${tlast})
+    string(JSON id GET "${goldens}" completion ${i} gen_tokens ${t})
+    if(t EQUAL 0)
+      set(want_ids "${id}")
+    else()
+      set(want_ids "${want_ids},${id}")
+    endif()
+  endforeach()
+  execute_process(COMMAND ${BIN} generate --model ${SRC}/${dir} --prompt "${text}" --max-tokens ${ntok}
+                          --chunk-size 5
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${dir}: generate --prompt failed (rc ${rc}): ${err}")
+  endif()
+  set(want "${want_ids}\n${want_text}\n")
+  if(NOT out STREQUAL want)
+    message(FATAL_ERROR "${dir}: generate --prompt '${text}'\n got: '${out}'\nwant: '${want}'")
+  endif()
+  message(STATUS "${dir}: '${text}' -> '${want_text}'")
+endforeach()
