@@ -33,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kUsage =
     "usage: deepinfer bench --model DIR [--prompt-len P] [--gen N] [--batch B] [--threads T] [--repeats R]\n"
     "                       [--bw-mb M] [--json] [--profile] [--logits-out FILE.safetensors]\n"
+    "                       [--engram-gather on|off]\n"
     "Prefill (B prompts of P tokens in one batch) and decode (N steps of B tokens) throughput, median of R\n"
     "repeats after a warm-up, against the read bandwidth and FMA rate measured in the same run. Prompt "
     "token\n"
@@ -40,6 +41,8 @@ constexpr const char* kUsage =
     "prefill logits [P, vocab] (and its ids) for comparison with another engine. --profile adds one more\n"
     "cycle with the op census on (per op: calls, time, share of the forward, GB/s, GFLOP/s and the fraction\n"
     "of the measured roofline), printed for the prefill and the decode steps (on stderr with --json).\n"
+    "--engram-gather off (bench only; V4.1): the Engram layers get zeros instead of table rows, to measure\n"
+    "what the gather costs; the outputs change.\n"
     "Under mpirun -np N with --ep/--tp (docs/parallelism.md): rank 0 runs the benchmark through the step\n"
     "protocol, the others follow; adds the bytes rank 0 sent per decode step and each rank's peak RSS.\n";
 
@@ -160,8 +163,8 @@ core::Status write_logits(model::CausalLm& m, int64_t P, int64_t gen_len, int64_
 int bench_on_leader(const Args& args, ParallelRun& par, parallel::StepChannel* channel);
 
 int run_bench(const std::vector<std::string>& argv) {
-    std::set<std::string> value_flags = {"model",   "prompt-len", "gen",   "batch",
-                                         "threads", "repeats",    "bw-mb", "logits-out"};
+    std::set<std::string> value_flags = {"model",   "prompt-len", "gen",        "batch",        "threads",
+                                         "repeats", "bw-mb",      "logits-out", "engram-gather"};
     add_parallel_flags(value_flags);
     auto args = Args::parse(argv, value_flags, {"help", "json", "profile"});
     if (!args.ok()) {
@@ -205,6 +208,9 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
         if (*v <= 0) return fail(core::invalid_argument(std::string("--") + flag + " must be positive"));
         *out = *v;
     }
+    const std::string gather = args->get("engram-gather").value_or("on");
+    if (gather != "on" && gather != "off")
+        return fail(core::invalid_argument("--engram-gather must be on or off, got '" + gather + "'"));
     core::ThreadPool::set_default_threads(static_cast<int>(T));
     // Under mpirun: this rank's shard, driven through the step-publishing LeaderLm (its keep-alive thread
     // carries the followers through the machine measurement).
@@ -225,7 +231,9 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     // Like the engine, bench owns the compute pool and plans the model's workspace for its largest step.
     core::ThreadPool pool(static_cast<int>(T));
     m.set_thread_pool(&pool);
-    if (core::Status s = m.configure_runtime({B * P, static_cast<int32_t>(B)}); !s.ok()) return fail(s);
+    model::RuntimeSpec runtime{B * P, static_cast<int32_t>(B)};
+    runtime.engram_gather = gather == "on";
+    if (core::Status s = m.configure_runtime(runtime); !s.ok()) return fail(s);
     const model::ModelInfo cfg = m.info();
 
     const int64_t unit = cfg.kv_block_unit; // block size: a multiple of every compression ratio

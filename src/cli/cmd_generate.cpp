@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "usage: deepinfer generate --model DIR (--prompt-ids 1,2,3 | --prompt-ids-file F|- | --prompt TEXT)\n"
     "                          [--max-tokens N]\n"
     "                          [--chunk-size C] [--block-size B] [--dump-probes FILE.safetensors]\n"
-    "                          [--tokenizer FILE] [--profile]\n"
+    "                          [--tokenizer FILE] [--profile] [--engram-gather on|off]\n"
     "       deepinfer generate --model DIR --input-jsonl FILE|- [--output-jsonl FILE|-] [--no-progress]\n"
     "                          [--max-tokens N] [--tokenizer FILE] [engine flags]\n"
     "One prompt: greedy decoding; prints the generated token ids, comma-separated, on one line (and the\n"
@@ -43,7 +43,9 @@ constexpr const char* kUsage =
     "--prompt-ids-file: ids separated by commas and/or whitespace (a JSON array works too), for prompts\n"
     "too long for the command line.\n"
     "The tokenizer defaults to DIR/tokenizer.json when present. --profile prints the op census of the\n"
-    "prefill and of the decode steps (calls, time, share, GB/s, GFLOP/s per op) on stderr.\nEngine flags:\n";
+    "prefill and of the decode steps (calls, time, share, GB/s, GFLOP/s per op) on stderr.\n"
+    "--engram-gather off (one prompt; bench only, V4.1): the Engram layers get zeros instead of table rows.\n"
+    "Engine flags:\n";
 
 // Ids from a file (or stdin): separated by commas, whitespace, and optional JSON brackets.
 core::Result<std::vector<int32_t>> read_ids_file(const std::string& path) {
@@ -182,7 +184,7 @@ int generate_on_leader(const Args* args, ParallelRun& par, parallel::StepChannel
 int run_generate(const std::vector<std::string>& argv) {
     std::set<std::string> value_flags = engine_value_flags();
     value_flags.insert({"model", "prompt-ids", "prompt-ids-file", "prompt", "max-tokens", "chunk-size",
-                        "dump-probes", "tokenizer", "input-jsonl", "output-jsonl"});
+                        "dump-probes", "tokenizer", "input-jsonl", "output-jsonl", "engram-gather"});
     add_parallel_flags(value_flags);
     std::set<std::string> bool_flags = engine_bool_flags();
     bool_flags.insert({"help", "no-progress", "profile"});
@@ -302,9 +304,12 @@ int generate_on_leader(const Args* args, ParallelRun& par, parallel::StepChannel
     spec.block_size = *block_size;
     spec.num_blocks = (total + spec.block_size - 1) / spec.block_size;
     spec.num_slots = 1;
-    if (core::Status s = run_lm->configure_runtime({std::max<int64_t>(c_tokens(*chunk, ids->size()), 1), 1});
-        !s.ok())
-        return fail(s);
+    model::RuntimeSpec runtime{std::max<int64_t>(c_tokens(*chunk, ids->size()), 1), 1};
+    const std::string gather = args->get("engram-gather").value_or("on");
+    if (gather != "on" && gather != "off")
+        return fail(core::invalid_argument("--engram-gather must be on or off, got '" + gather + "'"));
+    runtime.engram_gather = gather == "on";
+    if (core::Status s = run_lm->configure_runtime(runtime); !s.ok()) return fail(s);
     if (core::Status s = run_lm->init_kv_cache(spec); !s.ok()) return fail(s);
     const bool profile = args->has("profile");
     m.profiler()->set_enabled(profile);

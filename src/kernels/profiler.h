@@ -28,6 +28,11 @@ enum class OpKind : int {
     kMoeRouting,
     kMoeExperts,
     kLmHead,
+    // DeepSeek V4.1 Engram: the table-row gather, run on the model's prefetch worker while the layers
+    // before the Engram layer run (off the critical path: left out of total()), and the time the forward
+    // waited for it (on the critical path).
+    kEngramGather,
+    kEngramWait,
     kCount,
 };
 
@@ -44,7 +49,7 @@ struct ProfileSnapshot {
     std::array<OpStats, static_cast<size_t>(OpKind::kCount)> ops{};
     int64_t steps = 0;       // forward passes recorded
     double step_seconds = 0; // wall time of those forwards
-    OpStats total() const;
+    OpStats total() const;   // every op run on the forward's thread (all but kEngramGather)
 };
 
 // Ceilings to report each op against (0 = unknown: the fraction column is left out).

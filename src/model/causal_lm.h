@@ -22,6 +22,9 @@ namespace deepinfer::model {
 struct RuntimeSpec {
     int64_t max_num_batched_tokens = 0; // tokens in one forward
     int32_t max_num_seqs = 0;           // chunks in one forward
+    // Bench/debug only (`--engram-gather=off`): a model with Engram layers feeds them zeros instead of
+    // gathering table rows, to measure what the gather costs. Changes the outputs; never for serving.
+    bool engram_gather = true;
 };
 
 struct KvCacheSpec {

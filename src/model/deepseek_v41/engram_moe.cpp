@@ -11,25 +11,24 @@ namespace deepinfer::model::deepseek_v41 {
 
 // Engram (spec §3.3): rows of the layer's table at the hash ids -> wkv -> one key per stream and a shared
 // value; gate = sigmoid(signed sqrt(<h, w * key> rstd(h) rstd(key) / sqrt(D))), h += gate * value.
-void DeepseekV41Model::engram(int64_t l, const Chunk& ch, const int64_t* hash_ids, float* h) {
+// The rows were gathered by prefetch_ (engram_prefetch.h), queued at the start of the step: the layer waits
+// for its own job only.
+void DeepseekV41Model::engram(int64_t l, const Chunk& ch, float* h) {
     const ModelConfig& c = config_;
-    const int64_t e = c.engram.layer_index(l), E = static_cast<int64_t>(c.engram.layer_ids.size());
+    const int64_t e = c.engram.layer_index(l);
     const int64_t cols = c.engram.n_hash_cols(), hd = c.engram.head_dim, hc = c.hc_mult, D = c.hidden_size;
     const int64_t n = ch.n;
-    const EngramTable& table = weights_.engram_tables[e];
     const EngramWeights& w = weights_.layers[l].engram;
-    std::vector<int64_t> ids(n * cols);
-    for (int64_t t = 0; t < n; ++t) std::copy_n(hash_ids + (t * E + e) * cols, cols, ids.data() + t * cols);
-    std::vector<float> emb(n * cols * hd); // [n, cols * hd]
-    table.gather(ids, emb.data());
-    std::vector<float> kv(n * (hc + 1) * D); // [n, (hc + 1) D]: hc keys then the value
-    backend_->linear(kernels::linear_args(emb.data(), n, w.wkv, kv.data()));
+    prefetch_.wait(ch.job0 + e);
+    const float* emb = engram_rows_[e].data() + ch.row0 * cols * hd; // [n, cols * hd]
+    float* kv = engram_kv_.data();                                   // [n, (hc + 1) D]: hc keys, the value
+    backend_->linear(kernels::linear_args(emb, n, w.wkv, kv));
     const float eps = static_cast<float>(c.rms_norm_eps);
     for (int64_t t = 0; t < n; ++t) {
-        const float* value = kv.data() + (t * (hc + 1) + hc) * D;
+        const float* value = kv + (t * (hc + 1) + hc) * D;
         for (int64_t k = 0; k < hc; ++k) {
             float* hs = h + (t * hc + k) * D;
-            const float* key = kv.data() + (t * (hc + 1) + k) * D;
+            const float* key = kv + (t * (hc + 1) + k) * D;
             const float* wt = w.qk_weight.data() + k * D;
             float hh = 0, kk = 0, dot = 0;
             for (int64_t i = 0; i < D; ++i) {

@@ -1,5 +1,8 @@
 #include "model/deepseek_v41/engram_table.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 
@@ -91,6 +94,25 @@ core::Result<std::vector<EngramTable>> EngramTable::bind_all(const weights::Chec
         out.push_back(t);
     }
     return out;
+}
+
+int64_t EngramTable::row_bytes() const {
+    return dim_ * static_cast<int64_t>(core::dtype_size(dtype_)) + (scale_ ? dim_ / kScaleBlock : 0);
+}
+
+void EngramTable::prefetch(std::span<const int64_t> ids) const {
+    static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const int64_t width = dim_ * static_cast<int64_t>(core::dtype_size(dtype_));
+    auto advise = [](const uint8_t* p, int64_t len) {
+        const uintptr_t b = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+        const uintptr_t e = reinterpret_cast<uintptr_t>(p + len);
+        ::madvise(reinterpret_cast<void*>(b), e - b, MADV_WILLNEED); // a hint: failure only costs speed
+    };
+    for (const int64_t r : ids) {
+        DI_CHECK(r >= 0 && r < rows_);
+        advise(data_ + r * width, width);
+        if (scale_) advise(scale_ + r * (dim_ / kScaleBlock), dim_ / kScaleBlock);
+    }
 }
 
 void EngramTable::gather(std::span<const int64_t> ids, float* out) const {

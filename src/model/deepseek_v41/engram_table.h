@@ -35,6 +35,11 @@ public:
     // out [ids.size(), dim] = the rows `ids` dequantized to F32. Every id must be in [0, rows) (DI_CHECK:
     // hash ids come from EngramHasher, whose primes the config checked against the rows).
     void gather(std::span<const int64_t> ids, float* out) const;
+    // Asks the kernel to start reading the pages of the rows `ids` (and their scales) into the page cache
+    // (madvise MADV_WILLNEED; asynchronous, a hint: errors are ignored). Ids must be in range (DI_CHECK).
+    void prefetch(std::span<const int64_t> ids) const;
+    // Bytes stored per row (the row and its scales).
+    int64_t row_bytes() const;
 
 private:
     const uint8_t* data_ = nullptr;  // [rows, dim] in dtype_

@@ -1,6 +1,7 @@
 #include "model/deepseek_v41/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -296,6 +297,7 @@ Status DeepseekV41Model::validate(const ForwardBatch& b) const {
 
 Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
     DI_RETURN_IF_ERROR(validate(batch));
+    const auto t0 = std::chrono::steady_clock::now();
     // The ops' scratch (and the EP slots) come from the workspace, which nothing else resets here.
     backend_->workspace().reset();
     ep_status_ = Status();
@@ -311,6 +313,16 @@ Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
                                  0);
     }
     std::vector<float> final_hidden(T * D, 0.0f); // [T, D]
+    // Pass 1: every chunk's slot state and Engram hash ids (they depend on the tokens only), and one gather
+    // job per (chunk, Engram layer) handed to the prefetch worker before any layer runs.
+    const int64_t E = static_cast<int64_t>(c.engram.layer_ids.size()), cols = c.engram.n_hash_cols();
+    if (E > 0) {
+        hash_ids_.assign(T * E * cols, 0);
+        reserve_engram(T);
+        prefetch_.begin();
+    }
+    std::vector<Chunk> chunks;
+    chunks.reserve(batch.chunks.size());
     for (const SequenceChunk& sc : batch.chunks) {
         if (sc.is_padding || sc.num_tokens == 0) continue;
         Slot& slot = slots_[sc.slot];
@@ -331,8 +343,25 @@ Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
         ch.slot = &slot;
         ch.row0 = sc.token_offset;
         for (int64_t i = 0; i < ch.n; ++i) ch.pos.push_back(sc.start_pos + i);
-        run_chunk(batch, ch, final_hidden);
+        if (E > 0) {
+            hash_chunk(batch, ch);
+            const int64_t hd = c.engram.head_dim;
+            for (int64_t e = 0; e < E; ++e) {
+                const int64_t job = prefetch_.add(
+                    weights_.engram_tables[e], hash_ids_.data() + (ch.row0 * E + e) * cols, ch.n, cols,
+                    E * cols, engram_rows_[e].data() + ch.row0 * cols * hd, !engram_gather_);
+                if (e == 0) ch.job0 = job;
+            }
+        }
+        chunks.push_back(std::move(ch));
     }
+    if (E > 0) {
+        if (probes_) std::copy(hash_ids_.begin(), hash_ids_.end(), probes_->hash_ids.begin());
+        prefetch_.start(&backend_->profiler());
+    }
+    // Pass 2: each chunk through all layers; an Engram layer waits only for its own gather job.
+    for (const Chunk& ch : chunks) run_chunk(batch, ch, final_hidden);
+    if (E > 0) prefetch_.finish();
     const int64_t R = static_cast<int64_t>(batch.logits_rows.size());
     std::vector<float> rows(R * D);
     for (int64_t r = 0; r < R; ++r)
@@ -345,7 +374,53 @@ Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
     else if (R > 0)
         backend_->linear(kernels::linear_args(rows.data(), R, weights_.head, logits),
                          kernels::OpKind::kLmHead);
+    if (backend_->profiler().enabled())
+        backend_->profiler().record_step(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return ep_status_;
+}
+
+// Engram hash ids of the chunk into hash_ids_ rows [row0, row0 + n) x [E, cols], carrying the slot's n-gram
+// history; split at block ends, where the history is snapshotted into the block (prefix-cache hits).
+void DeepseekV41Model::hash_chunk(const ForwardBatch& batch, const Chunk& ch) {
+    const ModelConfig& c = config_;
+    const int64_t n = ch.n, bs = spec_.block_size, N = c.engram.max_ngram_size;
+    const int64_t per_token = static_cast<int64_t>(c.engram.layer_ids.size()) * c.engram.n_hash_cols();
+    hash_scratch_.clear();
+    std::vector<int64_t> toks(n);
+    for (int64_t i = 0; i < n; ++i) toks[i] = batch.token_ids[ch.row0 + i];
+    for (int64_t done = 0; done < n;) {
+        const int64_t len = std::min(n - done, bs - (ch.start + done) % bs);
+        hasher_.hash(std::span<const int64_t>(toks).subspan(done, len), {}, ch.slot->history, hash_scratch_);
+        done += len;
+        if ((ch.start + done) % bs == 0) {
+            const auto& recent = ch.slot->history.recent;
+            DI_CHECK(static_cast<int64_t>(recent.size()) < N);
+            int64_t* snap = pools_.ngram.data() + ch.block_table[(ch.start + done) / bs - 1] * N;
+            snap[0] = static_cast<int64_t>(recent.size());
+            std::copy(recent.begin(), recent.end(), snap + 1);
+        }
+    }
+    DI_CHECK(static_cast<int64_t>(hash_scratch_.size()) == n * per_token);
+    std::copy(hash_scratch_.begin(), hash_scratch_.end(), hash_ids_.begin() + ch.row0 * per_token);
+}
+
+void DeepseekV41Model::reserve_engram(int64_t tokens) {
+    const EngramConfig& e = config_.engram;
+    const int64_t rows = tokens * e.n_hash_cols() * e.head_dim;
+    engram_rows_.resize(e.layer_ids.size());
+    for (auto& r : engram_rows_)
+        if (static_cast<int64_t>(r.size()) < rows) r.resize(rows);
+    const int64_t kv = tokens * (config_.hc_mult + 1) * config_.hidden_size;
+    if (static_cast<int64_t>(engram_kv_.size()) < kv) engram_kv_.resize(kv);
+}
+
+Status DeepseekV41Model::configure_runtime(const RuntimeSpec& spec) {
+    if (spec.max_num_batched_tokens <= 0)
+        return core::invalid_argument("configure_runtime: max_num_batched_tokens must be positive");
+    engram_gather_ = spec.engram_gather;
+    if (config_.engram.enabled()) reserve_engram(spec.max_num_batched_tokens);
+    return {};
 }
 
 void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
@@ -355,30 +430,6 @@ void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
     const int64_t mix_n = (2 + hc) * hc;
     const float eps = static_cast<float>(c.rms_norm_eps);
     kernels::Backend& be = *backend_;
-
-    // Engram hash ids of the chunk [n, E, cols], carrying the slot's n-gram history.
-    std::vector<int64_t> hash_ids;
-    if (c.engram.enabled()) {
-        std::vector<int64_t> toks(n);
-        for (int64_t i = 0; i < n; ++i) toks[i] = batch.token_ids[ch.row0 + i];
-        // Split at block ends, where the history is snapshotted into the block (prefix-cache hits).
-        const int64_t bs = spec_.block_size, N = c.engram.max_ngram_size;
-        for (int64_t done = 0; done < n;) {
-            const int64_t len = std::min(n - done, bs - (ch.start + done) % bs);
-            hasher_.hash(std::span<const int64_t>(toks).subspan(done, len), {}, ch.slot->history, hash_ids);
-            done += len;
-            if ((ch.start + done) % bs == 0) {
-                const auto& recent = ch.slot->history.recent;
-                DI_CHECK(static_cast<int64_t>(recent.size()) < N);
-                int64_t* snap = pools_.ngram.data() + ch.block_table[(ch.start + done) / bs - 1] * N;
-                snap[0] = static_cast<int64_t>(recent.size());
-                std::copy(recent.begin(), recent.end(), snap + 1);
-            }
-        }
-        if (probes_)
-            std::copy(hash_ids.begin(), hash_ids.end(),
-                      probes_->hash_ids.begin() + ch.row0 * (hash_ids.size() / n));
-    }
 
     std::vector<float> x(n * D); // [n, D]
     kernels::EmbeddingParams ep;
@@ -443,7 +494,7 @@ void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
 
     for (int64_t l = 0; l < L; ++l) {
         const LayerWeights& lw = weights_.layers[l];
-        if (lw.has_engram) engram(l, ch, hash_ids.data(), h.data());
+        if (lw.has_engram) engram(l, ch, h.data());
         site(lw.hc_attn, lw.attn_norm, [&](const float* in, float* out) { attention(l, ch, in, out, sh); });
         site(lw.hc_ffn, lw.ffn_norm, [&](const float* in, float* out) { moe(l, ch, in, out); });
         if (probes_) std::copy(h.begin(), h.end(), probes_->hidden[l].begin() + ch.row0 * hc * D);

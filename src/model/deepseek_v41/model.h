@@ -27,6 +27,7 @@
 #include "model/deepseek_v4/tensor_parallel.h"
 #include "model/deepseek_v41/config.h"
 #include "model/deepseek_v41/engram_hash.h"
+#include "model/deepseek_v41/engram_prefetch.h"
 #include "model/deepseek_v41/model_weights.h"
 #include "model/deepseek_v41/quant_ties.h"
 #include "model/sharded_lm.h"
@@ -59,6 +60,9 @@ public:
     DecodeCost decode_cost() const override;
     core::Result<KvGeometry> kv_geometry(int64_t block_size) const override;
     core::Status init_kv_cache(const KvCacheSpec& spec) override;
+    // Plans the Engram row buffers for the largest step; spec.engram_gather = false (bench only) feeds the
+    // Engram layers zeros instead of table rows.
+    core::Status configure_runtime(const RuntimeSpec& spec) override;
     void set_thread_pool(core::ThreadPool* pool) override;
     kernels::Profiler* profiler() override { return &backend_->profiler(); }
     core::Status forward(const ForwardBatch& batch, float* logits) override;
@@ -109,7 +113,8 @@ public:
         std::vector<int64_t> pos; // [n]
         const int32_t* block_table = nullptr;
         Slot* slot = nullptr;
-        int64_t row0 = 0; // first row in the batch
+        int64_t row0 = 0;  // first row in the batch
+        int64_t job0 = -1; // the Engram gather job of its first Engram layer (EngramPrefetcher)
     };
 
 private:
@@ -118,8 +123,10 @@ private:
                      deepseek_v4::RopeTable compress_rope, const deepseek_v4::ShardSpec& shard,
                      std::pair<int64_t, int64_t> experts);
     core::Status validate(const ForwardBatch& batch) const;
+    void hash_chunk(const ForwardBatch& batch, const Chunk& ch);
+    void reserve_engram(int64_t tokens);
     void run_chunk(const ForwardBatch& batch, const Chunk& ch, std::vector<float>& final_hidden);
-    void engram(int64_t l, const Chunk& ch, const int64_t* hash_ids, float* h);
+    void engram(int64_t l, const Chunk& ch, float* h);
     void attention(int64_t l, const Chunk& ch, const float* x, float* out, Shared& sh);
     void indexer(int64_t l, const Chunk& ch, const float* x, const float* qr, Shared& sh);
     void moe(int64_t l, const Chunk& ch, const float* x, float* out);
@@ -149,6 +156,13 @@ private:
     void run_pending_copies();
     core::Status ep_status_; // the first collective failure of a forward
     std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
+    // Engram (engram_moe.cpp): the step's hash ids [T, E, cols], the gathered rows per Engram layer
+    // [T, cols, head_dim] (filled by prefetch_ ahead of the layer), wkv's output; grown, never shrunk.
+    EngramPrefetcher prefetch_;
+    std::vector<int64_t> hash_ids_, hash_scratch_;
+    std::vector<std::vector<float>> engram_rows_;
+    std::vector<float> engram_kv_;
+    bool engram_gather_ = true;
 };
 
 } // namespace deepinfer::model::deepseek_v41
