@@ -226,7 +226,7 @@ TEST_P(LinearHarness, FastNumerics) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, LinearHarness, ::testing::ValuesIn(formats()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& param_info) { return param_info.param.name; });
 
 void PrintTo(const FormatCase& f, std::ostream* os) {
     *os << f.name;

@@ -169,7 +169,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, MatmulTest,
                                            MatmulCase{F::kFp8Block, 2, 300, 256, 128, 128, "fp8_128"},
                                            MatmulCase{F::kFp4Group, 5, 24, 64, 1, 32, "fp4"},
                                            MatmulCase{F::kFp4Group, 130, 64, 128, 1, 32, "fp4_prefill"}),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& param_info) { return param_info.param.name; });
 
 TEST(RmsNorm, WeightedAndUnweighted) {
     std::mt19937 rng(1);

@@ -198,7 +198,9 @@ TEST_P(V4Batch, ForkWithCopyBlockAndCopySlot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyV4, V4Batch, ::testing::Values("tiny-v4", "tiny-v4-fp8"),
-                         [](const auto& info) { return info.param == "tiny-v4" ? "bf16" : "fp8_fp4"; });
+                         [](const auto& param_info) {
+                             return param_info.param == "tiny-v4" ? "bf16" : "fp8_fp4";
+                         });
 
 // Loading the quantized checkpoint keeps weights at their stored size: FP8 blocks and packed FP4 are bound
 // as views, so resident weight bytes ~ file bytes (only small per-channel vectors are copied to F32).

@@ -143,7 +143,9 @@ TEST_P(V4Goldens, ChunkedPrefillMatchesOneShot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyV4, V4Goldens, ::testing::Values("tiny-v4", "tiny-v4-fp8"),
-                         [](const auto& info) { return info.param == "tiny-v4" ? "bf16" : "fp8_fp4"; });
+                         [](const auto& param_info) {
+                             return param_info.param == "tiny-v4" ? "bf16" : "fp8_fp4";
+                         });
 
 } // namespace
 } // namespace deepinfer::testing

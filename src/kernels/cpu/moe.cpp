@@ -64,14 +64,14 @@ void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace&
         if (n == 0) continue;
         const ExpertRef& ex = shared ? *p.shared : p.experts[e];
         const int64_t Ie = ex.w1->rows;
-        over_rows(pool, n, D, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) std::copy_n(p.x + rows[i] * D, D, xe + i * D);
+        over_rows(pool, n, D, [&](int64_t b, int64_t end) {
+            for (int64_t i = b; i < end; ++i) std::copy_n(p.x + rows[i] * D, D, xe + i * D);
         });
         linear(linear_args(xe, n, *ex.w1, g));
         linear(linear_args(xe, n, *ex.w3, u));
         const float limit = p.swiglu_limit;
-        over_rows(pool, n, Ie * 8, [&](int64_t b, int64_t e) { // silu's exp: ~8x a copy per element
-            for (int64_t i = b * Ie; i < e * Ie; ++i) {
+        over_rows(pool, n, Ie * 8, [&](int64_t b, int64_t end) { // silu's exp: ~8x a copy per element
+            for (int64_t i = b * Ie; i < end * Ie; ++i) {
                 float gi = g[i], ui = u[i];
                 if (limit > 0.0f) {
                     gi = std::min(gi, limit);
@@ -82,8 +82,8 @@ void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace&
         });
         linear(linear_args(g, n, *ex.w2, ye));
         // rows[i] are distinct unless `repeated`, so threads never share an output row.
-        over_rows(repeated ? nullptr : pool, n, D, [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) {
+        over_rows(repeated ? nullptr : pool, n, D, [&](int64_t b, int64_t end) {
+            for (int64_t i = b; i < end; ++i) {
                 float* o = p.out + rows[i] * D;
                 const float* y = ye + i * D;
                 if (shared) {
