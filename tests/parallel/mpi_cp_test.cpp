@@ -348,8 +348,9 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, MpiCp,
                                                               "tiny-v41-fp8"),
                                             ::testing::Values(Layout{"cp", 1, 0}, Layout{"ep-on-cp", 1, 1},
                                                               Layout{"tp2-cp", 2, 0})),
-                         [](const ::testing::TestParamInfo<MpiCp::ParamType>& info) {
-                             std::string s = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+                         [](const ::testing::TestParamInfo<MpiCp::ParamType>& param_info) {
+                             std::string s =
+                                 std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param).name;
                              for (char& ch : s)
                                  if (ch == '-') ch = '_';
                              return s;

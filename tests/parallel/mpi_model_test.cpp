@@ -301,9 +301,9 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, MpiEp,
                          ::testing::Combine(::testing::Values("tiny-v4", "tiny-v4-fp8", "tiny-v41",
                                                               "tiny-v41-fp8"),
                                             ::testing::Values(1, 2, 4)),
-                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
-                             std::string name =
-                                 std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& param_info) {
+                             std::string name = std::get<0>(param_info.param) + "_tp" +
+                                                std::to_string(std::get<1>(param_info.param));
                              std::replace(name.begin(), name.end(), '-', '_');
                              return name;
                          });

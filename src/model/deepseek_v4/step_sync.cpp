@@ -173,7 +173,7 @@ core::Status LeaderLm::forward(const ForwardBatch& batch, float* logits) {
     if (core::Status s = model_->forward(batch, logits); !s.ok()) return failed(std::move(s));
     if (core::Status s = model_->on_step(channel_->last_step()); !s.ok()) return failed(std::move(s));
     if (const parallel::ExpertLoadSnapshot* e = model_->expert_load(); e && e->step > 0) {
-        std::lock_guard<std::mutex> lock(snapshot_mu_);
+        std::lock_guard<std::mutex> snapshot_lock(snapshot_mu_);
         if (!report_) report_.emplace();
         report_->add(*e); // ignores a snapshot it has
     }
