@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,66 @@ TEST_P(V41NearTies, LogitsWithinTolWithTheReferencesRoundingAtNearTies) {
                     (chunk == 0 || chunk == 7) ? (", " + std::to_string(worst_without) + " without").c_str()
                                                : "");
     }
+}
+
+std::set<int32_t> row_set(const std::vector<int32_t>& v, int64_t w, int64_t t) {
+    std::set<int32_t> out;
+    for (int64_t k = 0; k < w; ++k)
+        if (v[t * w + k] >= 0) out.insert(v[t * w + k]);
+    return out;
+}
+
+// With the reference's rounding at its near-ties, the discrete decisions of a one-shot prefill are the
+// reference's on EVERY prompt, the long ones included (v41_goldens_test compares them on prompts of <= 17
+// tokens only, where no tie flips): router picks, the index sources' top-k picks and the candidate blocks,
+// each row equal as a set.
+TEST_P(V41NearTies, PicksEqualWithTheReferencesRoundingAtNearTies) {
+    Goldens g(GetParam());
+    NearTies nt(GetParam());
+    ASSERT_TRUE(nt.ok());
+    auto m = load(GetParam());
+    ASSERT_TRUE(m);
+    const ModelConfig& c = m->config();
+    int64_t rows = 0;
+    for (int i = 0; i < g.num_prompts(); ++i) {
+        SCOPED_TRACE("prompt " + std::to_string(i));
+        QuantTieOverride ov = nt.table(i);
+        V41Probes probes;
+        m->set_quant_ties(&ov);
+        m->set_probes(&probes);
+        SequenceRunner run(m.get(), 0, blocks24());
+        const auto ids = g.ids(p(i, "ids"));
+        const int64_t T = static_cast<int64_t>(ids.size());
+        std::vector<float> logits;
+        ASSERT_TRUE(run.feed(ids, 0, true, &logits).ok());
+        m->set_probes(nullptr);
+        m->set_quant_ties(nullptr);
+        EXPECT_TRUE(ov.failures.empty()) << ov.failures.front();
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+            const std::string ls = std::to_string(l);
+            const auto router = g.ids(p(i, "router." + ls));
+            for (int64_t t = 0; t < T; ++t, ++rows)
+                ASSERT_EQ(row_set(probes.router[l], c.num_experts_per_tok, t),
+                          row_set(router, c.num_experts_per_tok, t))
+                    << "router layer " << l << " t " << t;
+            if (!g.has(p(i, "index_topk." + ls))) continue;
+            const auto ref = g.ids(p(i, "index_topk." + ls));
+            const int64_t w = static_cast<int64_t>(ref.size()) / T;
+            for (int64_t t = 0; t < T; ++t, ++rows)
+                ASSERT_EQ(row_set(probes.picks[l], c.index_topk, t), row_set(ref, w, t))
+                    << "index top-k layer " << l << " t " << t;
+        }
+        const std::string cb = "candidate_blocks." + std::to_string(c.candidate_source_layer_id);
+        if (g.has(p(i, cb))) {
+            const auto ref = g.ids(p(i, cb));
+            const int64_t w = static_cast<int64_t>(ref.size()) / T;
+            for (int64_t t = 0; t < T; ++t, ++rows)
+                ASSERT_EQ(row_set(probes.candidate_blocks, c.candidate_topk_blocks, t), row_set(ref, w, t))
+                    << "candidate blocks t " << t;
+        }
+    }
+    std::printf("[%s] router, index top-k and candidate-block rows equal as sets on every prompt: %lld\n",
+                GetParam().c_str(), static_cast<long long>(rows));
 }
 
 // The checks bite: dropping a listed decision that this run reaches, or listing one that is not near a
