@@ -17,25 +17,33 @@ DeepseekV4Model::DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, Mode
       main_rope_(make_main_rope(config_)), compress_rope_(make_compress_rope(config_)),
       backend_(kernels::make_cpu_backend(nullptr)), shard_(shard) {
     for (const LayerWeights& l : weights_.layers) moe_refs_.push_back(make_moe_refs(l.ffn));
-    moe_shard_.first = experts.first;
-    moe_shard_.last = experts.last < 0 ? config_.n_routed_experts : experts.last;
-    if (shard_.moe && shard_.moe->size() > 1) {
-        moe_shard_.group = shard_.moe;
-        moe_shard_.has_shared = shard_.moe->rank() == shard_.moe->size() - 1;
-        moe_shard_.status = &ep_status_;
-        if (shard_.stats_interval > 0) {
-            expert_load_ = std::make_unique<parallel::ExpertLoadStats>(
-                static_cast<int>(config_.n_routed_experts), shard_.moe->size(), shard_.stats_interval);
-            moe_shard_.load = expert_load_.get();
+    bind_shard(shard_, config_.n_routed_experts, experts.first,
+               experts.last < 0 ? config_.n_routed_experts : experts.last, &ep_status_, moe_shard_, tp_, cp_,
+               expert_load_);
+}
+
+void bind_shard(const ShardSpec& spec, int64_t n_routed_experts, int64_t first, int64_t last,
+                core::Status* status, MoeShard& moe, TpShard& tp, CpShard& cp,
+                std::unique_ptr<parallel::ExpertLoadStats>& expert_load) {
+    moe.first = first;
+    moe.last = last;
+    if (spec.moe && spec.moe->size() > 1) {
+        moe.group = spec.moe;
+        moe.has_shared = spec.moe->rank() == spec.moe->size() - 1;
+        moe.status = status;
+        if (spec.stats_interval > 0) {
+            expert_load = std::make_unique<parallel::ExpertLoadStats>(static_cast<int>(n_routed_experts),
+                                                                      spec.moe->size(), spec.stats_interval);
+            moe.load = expert_load.get();
         }
     }
-    if (shard_.tp && shard_.tp->size() > 1) {
-        tp_.group = shard_.tp;
-        tp_.status = &ep_status_;
+    if (spec.tp && spec.tp->size() > 1) {
+        tp.group = spec.tp;
+        tp.status = status;
     }
-    if (shard_.cp && shard_.cp->size() > 1) {
-        cp_.group = shard_.cp;
-        cp_.status = &ep_status_;
+    if (spec.cp && spec.cp->size() > 1) {
+        cp.group = spec.cp;
+        cp.status = status;
     }
 }
 

@@ -37,6 +37,13 @@ struct ShardSpec {
     uint64_t stats_interval = 0; // EP load statistics every N steps (0 = none)
 };
 
+// Binds a shard's groups to the shard state both families (V4, V4.1) keep: routed experts [first, last)
+// with the shared expert on the EP group's last rank and, with stats_interval, EP load statistics; the TP
+// and CP groups. Every collective failure of a forward lands in *status (docs/parallelism.md).
+void bind_shard(const ShardSpec& spec, int64_t n_routed_experts, int64_t first, int64_t last,
+                core::Status* status, MoeShard& moe, TpShard& tp, CpShard& cp,
+                std::unique_ptr<parallel::ExpertLoadStats>& expert_load);
+
 class DeepseekV4Model : public ShardedLm {
 public:
     // Opens DIR (config.json + safetensors) and binds every weight in its stored format.

@@ -46,28 +46,9 @@ DeepseekV41Model::DeepseekV41Model(std::unique_ptr<weights::Checkpoint> ckpt, Mo
     : ckpt_(std::move(ckpt)), config_(std::move(config)), weights_(std::move(w)), hasher_(std::move(hasher)),
       main_rope_(std::move(main_rope)), compress_rope_(std::move(compress_rope)),
       backend_(kernels::make_cpu_backend()), shard_(shard) {
-    // The same expert parallelism as V4 (model/deepseek_v4/moe.h): contiguous ranges, the shared expert on
-    // the group's last rank, one exact slot all-reduce.
-    moe_shard_.first = experts.first;
-    moe_shard_.last = experts.second;
-    if (shard_.moe && shard_.moe->size() > 1) {
-        moe_shard_.group = shard_.moe;
-        moe_shard_.has_shared = shard_.moe->rank() == shard_.moe->size() - 1;
-        moe_shard_.status = &ep_status_;
-        if (shard_.stats_interval > 0) {
-            expert_load_ = std::make_unique<parallel::ExpertLoadStats>(
-                static_cast<int>(config_.n_routed_experts), shard_.moe->size(), shard_.stats_interval);
-            moe_shard_.load = expert_load_.get();
-        }
-    }
-    if (shard_.tp && shard_.tp->size() > 1) {
-        tp_.group = shard_.tp;
-        tp_.status = &ep_status_;
-    }
-    if (shard_.cp && shard_.cp->size() > 1) {
-        cp_.group = shard_.cp;
-        cp_.status = &ep_status_;
-    }
+    // The same expert, tensor and context parallelism as V4 (model/deepseek_v4/model.h bind_shard).
+    deepseek_v4::bind_shard(shard_, config_.n_routed_experts, experts.first, experts.second, &ep_status_,
+                            moe_shard_, tp_, cp_, expert_load_);
 }
 
 Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::string& dir,
