@@ -223,12 +223,7 @@ void DeepseekV41Model::copy_block(int32_t src, int32_t dst) {
     const ModelConfig& c = config_;
     const int64_t N = c.engram.max_ngram_size;
     std::copy_n(pools_.ngram.data() + src * N, N, pools_.ngram.data() + dst * N);
-    if (cp_.active()) { // the whole indexer keys now, the split stores at the next forward
-        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-            if (!c.is_kv_source(l)) continue;
-            const int64_t e = entries_per_block(spec_.block_size, c.compress_ratios[l]) * c.index_head_dim;
-            std::copy_n(pools_.keys[l].data() + src * e, e, pools_.keys[l].data() + dst * e);
-        }
+    if (cp_.active()) { // the split stores (window rows, entries, indexer keys) at the next forward
         pending_copies_.emplace_back(src, dst);
         return;
     }
