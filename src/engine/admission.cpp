@@ -26,9 +26,9 @@ bool can_admit(int64_t chunk_end, int32_t match_blocks, int32_t match_evictable,
 int64_t kv_blocks_for_memory(const model::KvGeometry& geo, int64_t budget, int64_t num_slots) {
     if (geo.bytes_per_block <= 0 || budget <= 0) return 0;
     // kv_pool_bytes grows with the block count: the largest count within the budget, by bisection.
-    int64_t lo = 0, hi = std::min<int64_t>(INT32_MAX, budget * std::max<int64_t>(1, geo.cp_size));
     if (model::kv_pool_bytes(geo, 1, num_slots) > budget) return 0;
-    lo = 1;
+    const int64_t cp = std::max<int64_t>(1, geo.cp_size); // a block costs a rank at least 1/cp byte
+    int64_t lo = 1, hi = budget >= INT32_MAX / cp ? int64_t{INT32_MAX} : budget * cp;
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo + 1) / 2;
         if (model::kv_pool_bytes(geo, mid, num_slots) <= budget)
