@@ -115,52 +115,52 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
     for (int64_t q0 = 0; q0 < p.n; q0 += kQBlock) {
         const int64_t nq = std::min(kQBlock, p.n - q0);
         const int64_t max_vis = (p.start_pos + q0 + nq) / m; // visible entries of the block's last query
-        const int64_t n_tiles = (max_vis + kTile - 1) / kTile;
+        // kSelect scores nothing: no tiles.
+        const int64_t n_tiles = p.phase == Phase::kSelect ? 0 : (max_vis + kTile - 1) / kTile;
         float* scores = block_scores ? block_scores : p.scores + q0 * n_total; // [nq, n_total]
         if (p.phase == Phase::kScore) std::fill_n(scores, nq * n_total, 0.0f);
         // Phase 1: scores, tiles of keys split over the threads (a tile with no owned entry is skipped).
         const bool big = n_tiles * kTile * nq * p.n_heads * dI >= kParallelMacs;
-        if (p.phase != Phase::kSelect)
-            per_thread(
-                pool,
-                [&](int64_t ti, int64_t nt) {
-                    alignas(64) float kt[kMaxDim * kTile];
-                    alignas(64) float s[kTile];
-                    const int64_t tb = n_tiles * ti / nt, te = n_tiles * (ti + 1) / nt;
-                    for (int64_t tile = tb; tile < te; ++tile) {
-                        const int64_t e0 = tile * kTile, ne = std::min(kTile, max_vis - e0);
-                        bool any = false;
-                        for (int64_t u = 0; u < ne; ++u) any = any || owned(e0 + u);
-                        if (!any) continue;
-                        for (int64_t u = 0; u < kTile; ++u) {
-                            if (u < ne && owned(e0 + u)) {
-                                const float* k = p.keys.entry(e0 + u);
-                                for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = k[c];
-                            } else {
-                                for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = 0.0f;
-                            }
-                        }
-                        const TileJob job{&p, kt, e0, scale};
-                        for (int64_t qi = 0; qi < nq; ++qi) {
-                            const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
-                            if (e0 >= nv) continue;
-                            const float* q = p.q + i * p.q_ld;
-                            const float* w = p.weights + i * p.w_ld;
-                            if (avx512)
-                                tile_scores_avx512(job, q, w, s);
-                            else
-                                tile_scores_generic(job, q, w, s);
-                            const int64_t nw = std::min(kTile, nv - e0);
-                            if (!p.owned_blocks) {
-                                std::copy_n(s, nw, scores + qi * n_total + e0);
-                                continue;
-                            }
-                            for (int64_t u = 0; u < nw; ++u)
-                                if (owned(e0 + u)) scores[qi * n_total + e0 + u] = s[u]; // the rest stays +0
+        per_thread(
+            pool,
+            [&](int64_t ti, int64_t nt) {
+                alignas(64) float kt[kMaxDim * kTile];
+                alignas(64) float s[kTile];
+                const int64_t tb = n_tiles * ti / nt, te = n_tiles * (ti + 1) / nt;
+                for (int64_t tile = tb; tile < te; ++tile) {
+                    const int64_t e0 = tile * kTile, ne = std::min(kTile, max_vis - e0);
+                    bool any = false;
+                    for (int64_t u = 0; u < ne; ++u) any = any || owned(e0 + u);
+                    if (!any) continue;
+                    for (int64_t u = 0; u < kTile; ++u) {
+                        if (u < ne && owned(e0 + u)) {
+                            const float* k = p.keys.entry(e0 + u);
+                            for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = k[c];
+                        } else {
+                            for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = 0.0f;
                         }
                     }
-                },
-                big);
+                    const TileJob job{&p, kt, e0, scale};
+                    for (int64_t qi = 0; qi < nq; ++qi) {
+                        const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
+                        if (e0 >= nv) continue;
+                        const float* q = p.q + i * p.q_ld;
+                        const float* w = p.weights + i * p.w_ld;
+                        if (avx512)
+                            tile_scores_avx512(job, q, w, s);
+                        else
+                            tile_scores_generic(job, q, w, s);
+                        const int64_t nw = std::min(kTile, nv - e0);
+                        if (!p.owned_blocks) {
+                            std::copy_n(s, nw, scores + qi * n_total + e0);
+                            continue;
+                        }
+                        for (int64_t u = 0; u < nw; ++u)
+                            if (owned(e0 + u)) scores[qi * n_total + e0 + u] = s[u]; // the rest stays +0
+                    }
+                }
+            },
+            big);
         if (p.phase == Phase::kScore) continue;
         // Phase 2: -inf past each query's visible entries, then its top-k; queries split over threads.
         per_thread(
