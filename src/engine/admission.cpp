@@ -1,6 +1,7 @@
 #include "engine/admission.h"
 
 #include <algorithm>
+#include <climits>
 #include <string>
 
 namespace deepinfer::engine {
@@ -20,6 +21,22 @@ bool can_admit(int64_t chunk_end, int32_t match_blocks, int32_t match_evictable,
     int64_t new_blocks = blocks_for_tokens(chunk_end, bm.block_size()) - match_blocks;
     int64_t available = bm.num_available_blocks() - match_evictable;
     return bm.num_free_slots() > 0 && available - reserve_blocks >= new_blocks;
+}
+
+int64_t kv_blocks_for_memory(const model::KvGeometry& geo, int64_t budget, int64_t num_slots) {
+    if (geo.bytes_per_block <= 0 || budget <= 0) return 0;
+    // kv_pool_bytes grows with the block count: the largest count within the budget, by bisection.
+    if (model::kv_pool_bytes(geo, 1, num_slots) > budget) return 0;
+    const int64_t cp = std::max<int64_t>(1, geo.cp_size); // a block costs a rank at least 1/cp byte
+    int64_t lo = 1, hi = budget >= INT32_MAX / cp ? int64_t{INT32_MAX} : budget * cp;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (model::kv_pool_bytes(geo, mid, num_slots) <= budget)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
 }
 
 core::Status check_fits_in_empty_pool(int64_t prompt_len, int64_t max_tokens, int64_t num_blocks,

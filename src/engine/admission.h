@@ -9,6 +9,7 @@
 #include "engine/block_manager.h"
 #include "engine/engine_config.h"
 #include "engine/sequence.h"
+#include "model/forward_batch.h"
 
 namespace deepinfer::engine {
 
@@ -36,6 +37,12 @@ inline int32_t max_prefix_blocks(int64_t num_tokens, int32_t block_size) {
 // (ResourceExhausted), with the numbers, rather than preempting forever.
 core::Status check_fits_in_empty_pool(int64_t prompt_len, int64_t max_tokens, int64_t num_blocks,
                                       int32_t block_size);
+
+// The most usable KV blocks a pool of num_slots slots can have within `budget` bytes on every rank
+// (model::kv_pool_bytes: under context parallelism a rank stores about 1/cp of each block, so the same
+// budget holds about cp times more blocks); 0 when not even one fits. Block ids are global (one id space
+// for the CP group), so admission counts them as for one process.
+int64_t kv_blocks_for_memory(const model::KvGeometry& geo, int64_t budget, int64_t num_slots);
 
 // The max_tokens a request of prompt_len tokens runs with under a resolved config (num_kv_blocks and
 // max_model_len filled in): the one it asked for, or unset, as many as the model length and the pool allow

@@ -323,9 +323,9 @@ core::Result<std::unique_ptr<LLMEngine>> LLMEngine::create(model::CausalLm* mode
     if (c.num_kv_blocks <= 0) {
         if (c.kv_cache_memory_bytes <= 0)
             return core::invalid_argument("set --kv-cache-memory or --num-kv-blocks to size the KV pool");
-        // The model adds one scratch block and one scratch slot.
-        int64_t for_blocks = c.kv_cache_memory_bytes - int64_t(c.max_num_seqs + 1) * geo.bytes_per_slot;
-        c.num_kv_blocks = geo.bytes_per_block > 0 ? for_blocks / geo.bytes_per_block - 1 : 0;
+        // The model adds one scratch block and one scratch slot; under context parallelism the budget is
+        // per rank, and a rank stores about 1/cp of every block (kv_pool_bytes).
+        c.num_kv_blocks = kv_blocks_for_memory(geo, c.kv_cache_memory_bytes, c.max_num_seqs);
         if (c.num_kv_blocks < 1)
             return core::resource_exhausted(
                 "--kv-cache-memory of " + std::to_string(c.kv_cache_memory_bytes) +
@@ -344,8 +344,14 @@ core::Result<std::unique_ptr<LLMEngine>> LLMEngine::create(model::CausalLm* mode
     DI_RETURN_IF_ERROR(model->configure_runtime({c.max_num_batched_tokens, c.max_num_seqs}));
     DI_RETURN_IF_ERROR(model->init_kv_cache({c.block_size, c.num_kv_blocks, c.max_num_seqs}));
     DI_LOG(Info) << "KV pool: " << c.num_kv_blocks << " blocks of " << c.block_size << " positions ("
-                 << geo.bytes_per_block << " bytes each), " << c.max_num_seqs << " slots, max model length "
-                 << c.max_model_len;
+                 << geo.bytes_per_block << " bytes each"
+                 << (geo.cp_size > 1
+                         ? ", " + std::to_string(geo.split_bytes_per_block) + " of them split over " +
+                               std::to_string(geo.cp_size) + " context-parallel ranks"
+                         : std::string())
+                 << "), " << c.max_num_seqs << " slots, "
+                 << model::kv_pool_bytes(geo, c.num_kv_blocks, c.max_num_seqs)
+                 << " bytes per rank, max model length " << c.max_model_len;
     auto impl = std::make_unique<Impl>(model, c, static_cast<int32_t>(model->vocab_size()));
     // The engine owns the compute pool (persistent across steps); the model runs every op on it.
     const int threads = c.num_threads > 0

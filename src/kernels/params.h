@@ -144,6 +144,16 @@ struct IndexerParams {
     int64_t n_heads = 0, head_dim = 0, topk = 0;
     PagedEntries keys;        // the indexer compressor's entries [*, d_I]
     int32_t* picks = nullptr; // [n, topk]
+    // Context parallelism (split indexer keys, docs/parallelism.md): the two halves run apart, the scores
+    // summed over the CP group in between. kScore writes scores [n, n_total] (row stride n_total): each
+    // visible entry's score when it is scored, +0 for every other entry; with owned_blocks only entries in
+    // blocks j (block-table index, entry e in block e * m / block_size) with owned_blocks[j] != 0 are
+    // scored. kSelect reads the visible entries' scores from `scores` (the rest is overwritten with -inf)
+    // and writes picks, as kBoth would from the same scores.
+    enum class Phase : int { kBoth = 0, kScore = 1, kSelect = 2 };
+    Phase phase = Phase::kBoth;
+    float* scores = nullptr;               // [n, n_total] kScore / kSelect
+    const uint8_t* owned_blocks = nullptr; // [block-table entries] or nullptr (every entry)
 };
 
 // Sparse MQA over the paged store for n queries of one sequence at positions start_pos + i: keys (= values)

@@ -24,7 +24,20 @@ struct KvGeometry {
     int64_t bytes_per_block = 0; // all layers
     int64_t bytes_per_slot = 0;  // bounded per-sequence state, all layers
     int64_t max_position = 0;    // longest supported sequence
+    // Context parallelism (docs/parallelism.md): of bytes_per_block, the bytes only block g's owner (CP
+    // rank g % cp_size) stores; a CP rank also keeps one trash block of them. 0 / 1 without CP.
+    int64_t split_bytes_per_block = 0;
+    int64_t cp_size = 1;
 };
+
+// Bytes of KV state the most loaded rank holds for a pool of num_blocks usable blocks and num_slots slots
+// (the model adds one scratch block and one scratch slot): under CP, rank 0 stores the split part of
+// ceil((num_blocks + 1) / cp) blocks plus its trash block, and the rest of every block.
+inline int64_t kv_pool_bytes(const KvGeometry& g, int64_t num_blocks, int64_t num_slots) {
+    const int64_t blocks = num_blocks + 1, whole = g.bytes_per_block - g.split_bytes_per_block;
+    const int64_t split_blocks = g.cp_size > 1 ? (blocks + g.cp_size - 1) / g.cp_size + 1 : blocks;
+    return blocks * whole + split_blocks * g.split_bytes_per_block + (num_slots + 1) * g.bytes_per_slot;
+}
 
 struct SequenceChunk {
     int64_t seq_id = 0;               // stable id, for probes and debugging only

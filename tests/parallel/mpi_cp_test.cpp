@@ -8,6 +8,7 @@
 // other ranks' blocks would be changes nothing) and that a sequence forked onto blocks of other owners
 // (copy_block between owners: a broadcast) continues exactly like one process's.
 
+#include "engine/engine.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step_sync.h"
 #include "model/deepseek_v41/model.h"
@@ -189,9 +190,8 @@ TEST_P(MpiCp, GreedyTokensEqualOneProcess) {
 // Lockstep (every rank drives its shard with the same batches): a rank's split stores hold only its blocks
 // (plus one trash block for the writes meant for other ranks), so its KV bytes are below one process's.
 // After a 40-token prefill every rank fills the raw rows and attention entries of the blocks it does not
-// own with NaN (they land in the trash block). Decoding on must give finite logits, equal on every rank bit
-// for bit, and the one-process tokens. (The indexer's keys are whole on every rank: every rank scores
-// every entry, docs/parallelism.md.)
+// own with NaN — raw rows, attention entries and indexer keys (they land in the trash block). Decoding on
+// must give finite logits, equal on every rank bit for bit, and the one-process tokens.
 TEST_P(MpiCp, RanksReadOnlyTheirOwnBlocks) {
     if (model().rfind("tiny-v41", 0) == 0) GTEST_SKIP() << "V4 only (V4.1 keeps its pools whole)";
     if (layout().tp != 1 || layout().ep_on_cp) GTEST_SKIP() << "one layout is enough";
@@ -239,10 +239,12 @@ TEST_P(MpiCp, RanksReadOnlyTheirOwnBlocks) {
         for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
             for (int64_t r = 0; r < kBlockSize; ++r)
                 std::fill_n(cache.raw_row(l, blocks[j], r), c.head_dim, nan);
-            const CompressorGeom& geo = cache.geom(l, CompressorKind::kAttention);
-            if (!geo.present) continue;
-            for (int64_t e = 0; e < kBlockSize / geo.ratio; ++e)
-                std::fill_n(cache.entry(l, CompressorKind::kAttention, blocks[j], e), geo.width, nan);
+            for (CompressorKind k : {CompressorKind::kAttention, CompressorKind::kIndexer}) {
+                const CompressorGeom& geo = cache.geom(l, k);
+                if (!geo.present) continue;
+                for (int64_t e = 0; e < kBlockSize / geo.ratio; ++e)
+                    std::fill_n(cache.entry(l, k, blocks[j], e), geo.width, nan);
+            }
         }
         ++poisoned;
     }
@@ -319,6 +321,187 @@ TEST_P(MpiCp, ForkOntoOtherOwnersBlocksContinuesExactly) {
         EXPECT_LT(diff, kLogitTolerance);
         std::printf("[cp] %s cp %d fork across owners: max |logit - one process| = %.3g\n", model().c_str(),
                     cp, diff);
+    }
+}
+
+// Lockstep: the indexer's keys are split like the attention entries (each rank scores the entries of its
+// blocks, the scores are summed over the group, every rank selects): every indexer layer's top-k picks of
+// every prefill row and decode step must equal one process's, on every rank. (The selection is exact given
+// the same inputs — kernels_test IndexerSplit; the inputs, hidden states after earlier layers' merged
+// attention, differ from one process in the last bits, so this holds where no score sits at such a tie.)
+TEST_P(MpiCp, SplitIndexerPicksEqualOneProcess) {
+    if (model() == "tiny-v41-fp8")
+        GTEST_SKIP() << "its cache fake-quant turns last-bit differences of earlier layers into whole steps";
+    if (layout().ep_on_cp) GTEST_SKIP() << "CP N and TP 2 x CP N/2 are enough";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.lm());
+    const bool v41 = run.v41();
+    const Goldens g(model());
+    const std::vector<int32_t> ids = g.ids("prompt.7.ids");
+    const int64_t n = static_cast<int64_t>(ids.size()), steps = 6;
+    KvCacheSpec spec{kBlockSize, (n + steps + kBlockSize - 1) / kBlockSize, 1};
+    std::vector<CausalLm*> models = {run.lm()};
+    if (run.ref()) models.push_back(run.ref());
+    std::vector<ForwardProbes> probes(2);
+    std::vector<deepseek_v41::V41Probes> probes41(2);
+    if (v41) {
+        run.shard41_->set_probes(&probes41[0]);
+        if (run.ref41_) run.ref41_->set_probes(&probes41[1]);
+    } else {
+        run.shard_->set_probes(&probes[0]);
+        if (run.ref_) run.ref_->set_probes(&probes[1]);
+    }
+    // Model m's picks of layer l in the latest forward: [T, index_topk], -1 padded.
+    auto picks = [&](size_t m, int64_t l) -> const std::vector<int32_t>& {
+        return v41 ? probes41[m].picks[l] : probes[m].indexer_topk[l];
+    };
+    const int64_t L = v41 ? run.shard41_->config().num_hidden_layers : run.shard_->config().num_hidden_layers;
+    std::vector<std::unique_ptr<SequenceRunner>> runners;
+    std::vector<int32_t> blocks;
+    for (int32_t b = 0; b < spec.num_blocks; ++b) blocks.push_back(b);
+    for (CausalLm* lm : models) {
+        ASSERT_TRUE(lm->configure_runtime({64, 1}).ok());
+        ASSERT_TRUE(lm->init_kv_cache(spec).ok());
+        runners.push_back(std::make_unique<SequenceRunner>(lm, 0, blocks));
+    }
+    const int64_t V = run.lm()->vocab_size();
+    int64_t compared = 0, real_picks = 0;
+    std::vector<int32_t> next = ids;
+    for (int64_t step = 0; step <= steps; ++step) {
+        std::vector<std::vector<float>> logits(models.size());
+        for (size_t m = 0; m < models.size(); ++m)
+            ASSERT_TRUE(runners[m]->feed(next, 0, false, &logits[m]).ok());
+        // Every rank's picks, gathered: the same on every rank.
+        std::vector<int32_t> mine;
+        for (int64_t l = 0; l < L; ++l) mine.insert(mine.end(), picks(0, l).begin(), picks(0, l).end());
+        std::vector<float> as_f(mine.begin(), mine.end()), all(as_f.size() * g_world->size());
+        ASSERT_TRUE(g_world->all_gather_f32(as_f, all).ok());
+        for (int r = 1; r < g_world->size(); ++r)
+            for (size_t i = 0; i < as_f.size(); ++i)
+                ASSERT_EQ(all[r * as_f.size() + i], as_f[i]) << "rank " << r << " step " << step;
+        if (models.size() > 1) {
+            for (int64_t l = 0; l < L; ++l) {
+                EXPECT_EQ(picks(0, l), picks(1, l)) << "layer " << l << " step " << step;
+                for (int32_t v : picks(1, l)) real_picks += v >= 0 ? 1 : 0;
+                compared += static_cast<int64_t>(picks(1, l).size());
+            }
+        }
+        next = {argmax(logits[0].data() + logits[0].size() - V, V)};
+    }
+    if (v41) {
+        run.shard41_->set_probes(nullptr);
+        if (run.ref41_) run.ref41_->set_probes(nullptr);
+    } else {
+        run.shard_->set_probes(nullptr);
+        if (run.ref_) run.ref_->set_probes(nullptr);
+    }
+    if (models.size() > 1) {
+        EXPECT_GT(real_picks, 0);
+        std::printf("[cp] %s %s np %d: indexer picks equal to one process (%lld slots, %lld picks)\n",
+                    model().c_str(), layout().name, g_world->size(), static_cast<long long>(compared),
+                    static_cast<long long>(real_picks));
+    }
+}
+
+// The engine sizes the KV pool per CP rank: with --kv-cache-memory set to what one process needs for a
+// pool of kOneBlocks blocks, one process refuses a prompt 1.4 times that long (ResourceExhausted), while
+// the CP engine (each rank storing its blocks' window rows and entries) admits it, every rank's KV bytes
+// stay within the budget, and the greedy tokens equal one process's with a pool large enough.
+TEST_P(MpiCp, EnginePoolSizedPerRankAdmitsLongerSequence) {
+    if (layout().tp != 1 || layout().ep_on_cp) GTEST_SKIP() << "CP N is enough";
+    if (model().find("fp8") != std::string::npos) GTEST_SKIP() << "the pool's geometry is the bf16 model's";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.lm());
+    // V4: 64 positions, so the snapshots (whole on every rank) weigh less than at 8; V4.1 keeps next to
+    // nothing whole, and its host-loop attention makes a shorter prompt worth it.
+    const int32_t kBs = run.v41() ? 32 : 64;
+    constexpr int64_t kOneBlocks = 8, kNew = 6; // 1.4 x 8 blocks: under the 1024 positions
+    int64_t budget = 0;
+    const KvGeometry geo = [&] {
+        auto g = run.lm()->kv_geometry(kBs);
+        EXPECT_TRUE(g.ok());
+        return g.ok() ? *g : KvGeometry{};
+    }();
+    EXPECT_EQ(geo.cp_size, run.groups_.cp->size());
+    EXPECT_GT(geo.split_bytes_per_block, 0);
+    parallel::StepChannel channel(*g_world);
+    if (g_world->rank() != 0) {
+        core::Status s = run_model_follower(*run.lm(), channel);
+        EXPECT_TRUE(s.ok()) << s.to_string();
+    } else {
+        auto geo1 = run.ref()->kv_geometry(kBs);
+        ASSERT_TRUE(geo1.ok());
+        EXPECT_EQ(geo1->cp_size, 1);
+        budget = kv_pool_bytes(*geo1, kOneBlocks, 1);
+        const Goldens g(model());
+        const std::vector<int32_t> base = g.ids("prompt.7.ids");
+        engine::Request req;
+        req.id = "long";
+        const int64_t len = kOneBlocks * kBs * 14 / 10;
+        for (int64_t i = 0; i < len; ++i) req.prompt_ids.push_back(base[i % base.size()]);
+        req.params.temperature = 0.0f;
+        req.params.max_tokens = kNew;
+        req.params.ignore_eos = true;
+        engine::EngineConfig ec;
+        ec.block_size = kBs;
+        ec.kv_cache_memory_bytes = budget;
+        ec.max_num_seqs = 1;
+        ec.max_num_batched_tokens = 128;
+        ec.num_threads = 1;
+        { // one process, the same budget: refused
+            auto one = engine::LLMEngine::create(run.ref(), ec);
+            ASSERT_TRUE(one.ok()) << one.status().to_string();
+            EXPECT_EQ((*one)->config().num_kv_blocks, kOneBlocks);
+            EXPECT_EQ((*one)->add_request(req).code(), core::StatusCode::kResourceExhausted);
+        }
+        LeaderLm leader(run.lm(), &channel);
+        std::vector<int32_t> cp_tokens, one_tokens;
+        {
+            auto cp = engine::LLMEngine::create(&leader, ec);
+            ASSERT_TRUE(cp.ok()) << cp.status().to_string();
+            std::printf(
+                "[cp] %s np %d: KV pool of %lld bytes per rank: %lld blocks of %d (one process: %lld)\n",
+                model().c_str(), g_world->size(), static_cast<long long>(budget),
+                static_cast<long long>((*cp)->config().num_kv_blocks), kBs,
+                static_cast<long long>(kOneBlocks));
+            EXPECT_GE((*cp)->config().num_kv_blocks, kOneBlocks * 14 / 10 + 1);
+            ASSERT_TRUE((*cp)->add_request(req).ok());
+            while ((*cp)->has_work()) {
+                auto outs = (*cp)->step();
+                ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+                for (const engine::RequestOutput& o : *outs)
+                    for (const engine::CompletionDelta& d : o.deltas)
+                        cp_tokens.insert(cp_tokens.end(), d.token_ids.begin(), d.token_ids.end());
+            }
+        }
+        { // one process with room: the reference tokens
+            engine::EngineConfig big = ec;
+            big.kv_cache_memory_bytes = 0;
+            big.num_kv_blocks = 4 * kOneBlocks;
+            auto one = engine::LLMEngine::create(run.ref(), big);
+            ASSERT_TRUE(one.ok()) << one.status().to_string();
+            ASSERT_TRUE((*one)->add_request(req).ok());
+            while ((*one)->has_work()) {
+                auto outs = (*one)->step();
+                ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+                for (const engine::RequestOutput& o : *outs)
+                    for (const engine::CompletionDelta& d : o.deltas)
+                        one_tokens.insert(one_tokens.end(), d.token_ids.begin(), d.token_ids.end());
+            }
+        }
+        EXPECT_EQ(static_cast<int64_t>(cp_tokens.size()), kNew);
+        EXPECT_EQ(cp_tokens, one_tokens) << model();
+        core::Status s = channel.publish_shutdown();
+        EXPECT_TRUE(s.ok()) << s.to_string();
+    }
+    // Every rank's KV state within the per-rank budget (V4 reports its bytes).
+    std::vector<int64_t> b = {budget}, all(g_world->size());
+    ASSERT_TRUE(g_world->all_gather_i64(b, all).ok());
+    if (run.shard_) {
+        EXPECT_LE(run.shard_->kv_cache().bytes(), all[0]) << "rank " << g_world->rank();
+        EXPECT_GT(run.shard_->kv_cache().bytes(), 0);
     }
 }
 

@@ -95,21 +95,31 @@ bool has_avx512() {
 } // namespace
 
 void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
+    using Phase = IndexerParams::Phase;
     const int64_t dI = p.head_dim, m = p.keys.ratio, n_total = p.n_total;
     DI_CHECK(dI <= kMaxDim);
+    DI_CHECK(p.phase == Phase::kBoth || p.scores != nullptr);
+    DI_CHECK(p.phase == Phase::kScore || p.owned_blocks == nullptr);
     const float scale = 1.0f / std::sqrt(static_cast<float>(dI));
     const int64_t nth = pool.num_threads();
     const Workspace::Mark mark = ws.mark();
-    float* scores = ws.take<float>(kQBlock * std::max<int64_t>(n_total, 1));   // [kQBlock, n_total]
+    // kBoth: one block's scores in scratch; kScore / kSelect: the caller's [n, n_total].
+    float* block_scores =
+        p.phase == Phase::kBoth ? ws.take<float>(kQBlock * std::max<int64_t>(n_total, 1)) : nullptr;
     auto* elems = ws.take<ref::TopkElem>(nth * std::max<int64_t>(n_total, 1)); // [threads, n_total]
     int32_t* sel = ws.take<int32_t>(nth * std::max<int64_t>(n_total, 1));      // [threads, n_total]
     const bool avx512 = has_avx512();
+    // CP: whether entry e is in one of this rank's blocks (every entry without owned_blocks).
+    auto owned = [&](int64_t e) { return !p.owned_blocks || p.owned_blocks[e * m / p.keys.block_size]; };
 
     for (int64_t q0 = 0; q0 < p.n; q0 += kQBlock) {
         const int64_t nq = std::min(kQBlock, p.n - q0);
         const int64_t max_vis = (p.start_pos + q0 + nq) / m; // visible entries of the block's last query
-        const int64_t n_tiles = (max_vis + kTile - 1) / kTile;
-        // Phase 1: scores, tiles of keys split over the threads.
+        // kSelect scores nothing: no tiles.
+        const int64_t n_tiles = p.phase == Phase::kSelect ? 0 : (max_vis + kTile - 1) / kTile;
+        float* scores = block_scores ? block_scores : p.scores + q0 * n_total; // [nq, n_total]
+        if (p.phase == Phase::kScore) std::fill_n(scores, nq * n_total, 0.0f);
+        // Phase 1: scores, tiles of keys split over the threads (a tile with no owned entry is skipped).
         const bool big = n_tiles * kTile * nq * p.n_heads * dI >= kParallelMacs;
         per_thread(
             pool,
@@ -119,8 +129,11 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
                 const int64_t tb = n_tiles * ti / nt, te = n_tiles * (ti + 1) / nt;
                 for (int64_t tile = tb; tile < te; ++tile) {
                     const int64_t e0 = tile * kTile, ne = std::min(kTile, max_vis - e0);
+                    bool any = false;
+                    for (int64_t u = 0; u < ne; ++u) any = any || owned(e0 + u);
+                    if (!any) continue;
                     for (int64_t u = 0; u < kTile; ++u) {
-                        if (u < ne) {
+                        if (u < ne && owned(e0 + u)) {
                             const float* k = p.keys.entry(e0 + u);
                             for (int64_t c = 0; c < dI; ++c) kt[c * kTile + u] = k[c];
                         } else {
@@ -137,11 +150,18 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
                             tile_scores_avx512(job, q, w, s);
                         else
                             tile_scores_generic(job, q, w, s);
-                        std::copy_n(s, std::min(kTile, nv - e0), scores + qi * n_total + e0);
+                        const int64_t nw = std::min(kTile, nv - e0);
+                        if (!p.owned_blocks) {
+                            std::copy_n(s, nw, scores + qi * n_total + e0);
+                            continue;
+                        }
+                        for (int64_t u = 0; u < nw; ++u)
+                            if (owned(e0 + u)) scores[qi * n_total + e0 + u] = s[u]; // the rest stays +0
                     }
                 }
             },
             big);
+        if (p.phase == Phase::kScore) continue;
         // Phase 2: -inf past each query's visible entries, then its top-k; queries split over threads.
         per_thread(
             pool,

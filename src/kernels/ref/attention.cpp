@@ -37,17 +37,29 @@ void indexer_select(const float* scores, int64_t n_visible, int64_t n_total, int
 }
 
 void indexer(const IndexerParams& p) {
+    using Phase = IndexerParams::Phase;
     const int64_t HI = p.n_heads, dI = p.head_dim, m = p.keys.ratio;
     const float scale = 1.0f / std::sqrt(static_cast<float>(dI));
-    std::vector<float> scores(p.n_total);
+    DI_CHECK(p.phase == Phase::kBoth || p.scores != nullptr);
+    DI_CHECK(p.phase == Phase::kScore || p.owned_blocks == nullptr);
+    std::vector<float> own_scores(p.n_total);
     std::vector<TopkElem> scratch(p.n_total);
     std::vector<int32_t> sel(p.n_total);
+    const float kNegInf = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < p.n; ++i) {
         const float* q = p.q + i * p.q_ld;
         const float* w = p.weights + i * p.w_ld;
         const int64_t n_visible = (p.start_pos + i + 1) / m;
-        std::fill(scores.begin(), scores.end(), -std::numeric_limits<float>::infinity());
+        float* scores = p.phase == Phase::kBoth ? own_scores.data() : p.scores + i * p.n_total;
+        if (p.phase == Phase::kSelect) {
+            std::fill(scores + n_visible, scores + p.n_total, kNegInf);
+            indexer_select(scores, n_visible, p.n_total, p.topk, p.picks + i * p.topk, scratch.data(),
+                           sel.data());
+            continue;
+        }
+        std::fill(scores, scores + p.n_total, p.phase == Phase::kScore ? 0.0f : kNegInf);
         for (int64_t e = 0; e < n_visible; ++e) {
+            if (p.owned_blocks && !p.owned_blocks[e * m / p.keys.block_size]) continue;
             const float* k = p.keys.entry(e);
             float s = 0.0f;
             for (int64_t h = 0; h < HI; ++h) {
@@ -57,8 +69,9 @@ void indexer(const IndexerParams& p) {
             }
             scores[e] = s;
         }
-        indexer_select(scores.data(), n_visible, p.n_total, p.topk, p.picks + i * p.topk, scratch.data(),
-                       sel.data());
+        if (p.phase == Phase::kBoth)
+            indexer_select(scores, n_visible, p.n_total, p.topk, p.picks + i * p.topk, scratch.data(),
+                           sel.data());
     }
 }
 

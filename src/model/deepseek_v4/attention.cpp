@@ -157,7 +157,8 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
 
         // Compressed entries each query sees: HCA all closed windows before it, CSA the indexer's picks.
         if (w.has_indexer) {
-            run_compressor(ctx, CompressorKind::kIndexer, w.indexer.compressor, ch, table, ikv, igate);
+            // CP: the keys, like the attention entries, stored per owner and scored by their owner.
+            run_compressor(ctx, CompressorKind::kIndexer, w.indexer.compressor, ch, local, ikv, igate);
             kernels::IndexerParams ip;
             ip.q = iq + t0 * HI * dI;
             ip.q_ld = HI * dI;
@@ -169,9 +170,14 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
             ip.n_heads = HI;
             ip.head_dim = dI;
             ip.topk = topk;
-            ip.keys = paged(cache, ctx.layer, CompressorKind::kIndexer, table);
+            ip.keys = paged(cache, ctx.layer, CompressorKind::kIndexer, local);
             ip.picks = picks + t0 * topk;
-            be.indexer(ip);
+            if (cp) {
+                ip.owned_blocks = owned;
+                cp_indexer(be, *cp, ip); // every rank, every chunk: the score sums are collectives
+            } else {
+                be.indexer(ip);
+            }
         }
 
         kernels::SparseAttentionParams ap;

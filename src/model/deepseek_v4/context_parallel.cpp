@@ -53,4 +53,36 @@ void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_
     ws.release(mark);
 }
 
+void cp_indexer(kernels::Backend& be, const CpShard& cp, const kernels::IndexerParams& ip) {
+    using Phase = kernels::IndexerParams::Phase;
+    const int64_t n_total = ip.n_total;
+    if (n_total <= 0 || ip.n <= 0) return; // nothing visible on any rank (the chunk is the same everywhere)
+    kernels::Workspace& ws = be.workspace();
+    const kernels::Workspace::Mark mark = ws.mark();
+    const int64_t rows = std::max<int64_t>(1, cp_indexer_floats(n_total) / n_total);
+    float* scores = ws.take<float>(std::min(rows, ip.n) * n_total); // [rows, n_total]
+    for (int64_t r0 = 0; r0 < ip.n; r0 += rows) {
+        const int64_t nr = std::min(rows, ip.n - r0);
+        kernels::IndexerParams p = ip;
+        p.q = ip.q + r0 * ip.q_ld;
+        p.weights = ip.weights + r0 * ip.w_ld;
+        p.n = nr;
+        p.start_pos = ip.start_pos + r0;
+        p.picks = ip.picks + r0 * ip.topk;
+        p.scores = scores;
+        p.phase = Phase::kScore;
+        be.indexer(p);
+        core::Status st =
+            cp.group->all_reduce_sum(std::span<float>(scores, static_cast<size_t>(nr * n_total)));
+        if (!st.ok()) {
+            if (cp.status && cp.status->ok()) *cp.status = st.with_context("context parallel indexer scores");
+            break;
+        }
+        p.phase = Phase::kSelect;
+        p.owned_blocks = nullptr;
+        be.indexer(p);
+    }
+    ws.release(mark);
+}
+
 } // namespace deepinfer::model::deepseek_v4

@@ -5,6 +5,7 @@
 // and the per-head partials (max logit, sum of exp, normalised output) are all-gathered and merged by
 // log-sum-exp in rank order, so every rank of the group ends with the same bits.
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/status.h"
@@ -29,6 +30,21 @@ struct CpShard {
 // added in rank order; rows where every rank's sum is 0 stay 0. One all-gather of [T, H, d + 2] floats.
 void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_t o_ld, const float* mx,
                        const float* sum, int64_t T, int64_t H, int64_t d);
+
+// The lightning indexer with its keys split over the CP group (kv_cache.h stores an indexer entry on its
+// block's owner): every rank scores only the entries of its blocks (ip.owned_blocks, IndexerParams kScore),
+// the [rows, n_total] scores are summed over the group — each entry is scored by exactly one rank and the
+// others add +0, so the fixed-order sum is the owner's score bit for bit — and every rank selects the
+// top-k from the same scores with the single-process rule (kSelect): the picks equal one process's.
+// Rows go in groups of at most cp_indexer_floats(n_total) / n_total queries, one all-reduce per group
+// (how many depends only on the chunk, which every rank has). ip.picks must be -1 filled: a failed
+// collective leaves them so and sets *cp.status.
+void cp_indexer(kernels::Backend& be, const CpShard& cp, const kernels::IndexerParams& ip);
+
+// Workspace floats cp_indexer takes for n_total entries.
+inline int64_t cp_indexer_floats(int64_t n_total) {
+    return std::max<int64_t>(int64_t{1} << 18, n_total);
+}
 
 // Workspace floats per token cp_merge_partials takes for a group of `size` ranks (0 without CP).
 inline int64_t cp_merge_floats(int64_t size, int64_t H, int64_t d) {

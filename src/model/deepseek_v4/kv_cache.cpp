@@ -23,27 +23,35 @@ std::vector<KvCache::Layer> KvCache::layout(const ModelConfig& c) {
     return layers;
 }
 
-core::Result<KvGeometry> KvCache::geometry(const ModelConfig& c, int64_t block_size) {
+core::Result<KvGeometry> KvCache::geometry(const ModelConfig& c, int64_t block_size, int64_t cp_size) {
     if (block_size <= 0) return core::invalid_argument("kv cache: block_size must be positive");
+    if (cp_size < 1) return core::invalid_argument("kv cache: context parallel size must be positive");
     KvGeometry g;
     g.block_size = block_size;
     g.max_position = c.max_position_embeddings;
-    int64_t block_floats = 0, slot_floats = 0;
+    int64_t block_floats = 0, slot_floats = 0, split_floats = 0;
     for (const Layer& layer : layout(c)) {
         block_floats += block_size * c.head_dim;
-        for (const Comp& comp : layer.comp) {
+        split_floats += block_size * c.head_dim;
+        for (int k = 0; k < 2; ++k) {
+            const Comp& comp = layer.comp[k];
             if (!comp.geom.present) continue;
             if (block_size % comp.geom.ratio != 0)
                 return core::invalid_argument("kv cache: block_size " + std::to_string(block_size) +
                                               " is not a multiple of compression ratio " +
                                               std::to_string(comp.geom.ratio));
             block_floats += block_size / comp.geom.ratio * comp.geom.width;
+            if (splits_kind(k)) split_floats += block_size / comp.geom.ratio * comp.geom.width;
             if (comp.geom.coff == 2) block_floats += 2 * comp.geom.ratio * comp.geom.width;
             slot_floats += comp.slot_floats();
         }
     }
     g.bytes_per_block = block_floats * static_cast<int64_t>(sizeof(float));
     g.bytes_per_slot = slot_floats * static_cast<int64_t>(sizeof(float));
+    if (cp_size > 1) {
+        g.split_bytes_per_block = split_floats * static_cast<int64_t>(sizeof(float));
+        g.cp_size = cp_size;
+    }
     return g;
 }
 
@@ -175,8 +183,10 @@ int64_t KvCache::split_block_floats() const {
     int64_t n = 0;
     for (const Layer& layer : layers_) {
         n += block_size_ * head_dim_;
-        const CompressorGeom& g = layer.comp[int(CompressorKind::kAttention)].geom;
-        if (g.present) n += block_size_ / g.ratio * g.width;
+        for (int k = 0; k < 2; ++k) {
+            const CompressorGeom& g = layer.comp[k].geom;
+            if (g.present && splits_kind(k)) n += block_size_ / g.ratio * g.width;
+        }
     }
     return n;
 }
@@ -186,10 +196,12 @@ void KvCache::pack_split_block(int32_t g, float* out) {
     for (Layer& layer : layers_) {
         const int64_t n = block_size_ * head_dim_;
         out = std::copy_n(layer.raw.data() + local_block(g) * n, n, out);
-        Comp& comp = layer.comp[int(CompressorKind::kAttention)];
-        if (!comp.geom.present) continue;
-        const int64_t e = block_size_ / comp.geom.ratio * comp.geom.width;
-        out = std::copy_n(comp.entries.data() + local_block(g) * e, e, out);
+        for (int k = 0; k < 2; ++k) {
+            Comp& comp = layer.comp[k];
+            if (!comp.geom.present || !splits_kind(k)) continue;
+            const int64_t e = block_size_ / comp.geom.ratio * comp.geom.width;
+            out = std::copy_n(comp.entries.data() + local_block(g) * e, e, out);
+        }
     }
 }
 
@@ -199,11 +211,13 @@ void KvCache::unpack_split_block(int32_t g, const float* in) {
         const int64_t n = block_size_ * head_dim_;
         std::copy_n(in, n, layer.raw.data() + local_block(g) * n);
         in += n;
-        Comp& comp = layer.comp[int(CompressorKind::kAttention)];
-        if (!comp.geom.present) continue;
-        const int64_t e = block_size_ / comp.geom.ratio * comp.geom.width;
-        std::copy_n(in, e, comp.entries.data() + local_block(g) * e);
-        in += e;
+        for (int k = 0; k < 2; ++k) {
+            Comp& comp = layer.comp[k];
+            if (!comp.geom.present || !splits_kind(k)) continue;
+            const int64_t e = block_size_ / comp.geom.ratio * comp.geom.width;
+            std::copy_n(in, e, comp.entries.data() + local_block(g) * e);
+            in += e;
+        }
     }
 }
 

@@ -9,11 +9,11 @@
 // Slots hold the bounded per-sequence state: each compressor's buffer of the incomplete window
 // ([m, coff * width] kv and gate, gate with the position bias already added) and its live overlap state.
 // The last block and the last slot are scratch for padding rows.
-// Context parallelism (docs/parallelism.md): with cp_size > 1 the raw rows and the attention compressor's
-// entries of block g live only on CP rank g % cp_size, at local index g / cp_size (one more local block
-// takes the writes meant for other ranks' blocks); the indexer's keys, the snapshots and the slots stay
-// whole on every rank. Callers address the split stores through local_block() (raw_base, entries_base of
-// kAttention are local; the block tables the ops get must be mapped).
+// Context parallelism (docs/parallelism.md): with cp_size > 1 the raw rows and both compressors' entries
+// (attention CSA/HCA and the indexer's keys) of block g live only on CP rank g % cp_size, at local index
+// g / cp_size (one more local block takes the writes meant for other ranks' blocks); the snapshots and the
+// slots stay whole on every rank. Callers address the split stores through local_block() (raw_base and
+// entries_base are local; the block tables the ops get must be mapped).
 
 #include <cstdint>
 #include <vector>
@@ -45,7 +45,9 @@ struct CompressorSlotView {
 class KvCache {
 public:
     // Per-block / per-slot bytes; rejects block sizes that are not a multiple of every compression ratio.
-    static core::Result<KvGeometry> geometry(const ModelConfig& config, int64_t block_size);
+    // cp_size > 1: the geometry of one CP rank's pool (split_bytes_per_block: the stores kept per owner).
+    static core::Result<KvGeometry> geometry(const ModelConfig& config, int64_t block_size,
+                                             int64_t cp_size = 1);
     // Storage comes from the backend (host memory on CPU, device memory on an accelerator).
     core::Status init(const ModelConfig& config, const KvCacheSpec& spec, kernels::Backend& backend,
                       int cp_rank = 0, int cp_size = 1);
@@ -63,8 +65,8 @@ public:
     int32_t local_blocks() const { return local_blocks_; } // blocks of the split stores (incl. the trash one)
     // Bytes of KV state this rank holds (every store, every layer).
     int64_t bytes() const;
-    // The split stores of block g (raw rows, then attention entries, every layer): the floats, and a copy
-    // out of / into them (g must be owned). A copy_block between two owners moves these.
+    // The split stores of block g (raw rows, then each compressor's entries, every layer): the floats, and a
+    // copy out of / into them (g must be owned). A copy_block between two owners moves these.
     int64_t split_block_floats() const;
     void pack_split_block(int32_t g, float* out);
     void unpack_split_block(int32_t g, const float* in);
@@ -113,7 +115,8 @@ private:
     };
     static std::vector<Layer> layout(const ModelConfig& config);
     // Whether compressor k's entries are split over the CP ranks (the attention compressor's).
-    bool split_entries(int k) const { return split() && k == int(CompressorKind::kAttention); }
+    static bool splits_kind(int /*k*/) { return true; } // attention entries and indexer keys alike
+    bool split_entries(int k) const { return split() && splits_kind(k); }
     int32_t entry_block(int k, int32_t g) const { return split_entries(k) ? local_block(g) : g; }
 
     int64_t block_size_ = 0;

@@ -79,7 +79,7 @@ const parallel::ExpertLoadSnapshot* DeepseekV4Model::expert_load() const {
 }
 
 core::Result<KvGeometry> DeepseekV4Model::kv_geometry(int64_t block_size) const {
-    return KvCache::geometry(config_, block_size);
+    return KvCache::geometry(config_, block_size, cp_.size()); // CP: one rank's share (kv_cache.h)
 }
 
 core::Status DeepseekV4Model::init_kv_cache(const KvCacheSpec& spec) {
@@ -143,6 +143,9 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
         cp_flags = static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * (5 * (max_pos / bs + 1) + 256);
         if (cache_.initialized())
             cp_flags += static_cast<int64_t>(sizeof(float)) * cache_.split_block_floats();
+        // The indexer's score rows, summed over the group (cp_indexer).
+        if (index_entries > 0)
+            cp_flags += static_cast<int64_t>(sizeof(float)) * cp_indexer_floats(index_entries);
     }
     return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp) + takes * 128 + cp_flags;
 }

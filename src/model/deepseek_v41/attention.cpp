@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <span>
 
 #include "core/check.h"
 #include "kernels/ops.h"
@@ -147,7 +148,8 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
                 } else {
                     kernels::ref::fake_quant_fp4_block(k.data(), g, dI, 32, /*e4m3_scales=*/false);
                 }
-                kernels::PagedEntries keys = paged(pools_.keys[l], dI, m, spec_.block_size, ch.block_table);
+                // CP: stored on the block's owner, like the compressed entries.
+                kernels::PagedEntries keys = paged(pools_.keys[l], dI, m, spec_.block_size, split_table);
                 for (int64_t j = 0; j < g; ++j) std::copy_n(k.data() + j * dI, dI, keys.entry(w0 + j));
             }
             indexer(l, ch, x, qr.data(), sh);
@@ -196,7 +198,7 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     ap.o_ld = H * d;
     // Context parallelism: this rank's partial over the blocks it owns (block g on CP rank g % cp; the
     // sink on rank 0 only), merged over the CP group by log-sum-exp in rank order (V4's
-    // context_parallel.h). Picks and window rows are the same on every rank (the indexer is replicated).
+    // context_parallel.h). The picks are the same on every rank (selected from the summed indexer scores).
     std::vector<uint8_t> owned;          // [chunk's block-table entries]
     std::vector<float> lse_max, lse_sum; // [n, H]
     if (cp_.active()) {
@@ -270,21 +272,28 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
     const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(dI));
     for (float& v : hw) v *= heads_scaling;
 
-    kernels::PagedEntries keys = paged(pools_.keys[src], dI, m, spec_.block_size, ch.block_table);
-    const int64_t bs = c.candidate_block_size;
-    const int64_t nb = (N + bs - 1) / bs;
-    if (is_candidate_source) {
-        sh.has_candidates = true;
-        sh.candidates.assign(n * N, 0);
+    // CP: the keys are stored on their block's owner (context_parallel.cpp). Each rank scores the visible
+    // entries of its blocks (+0 elsewhere) and the [n, N] scores are summed over the group: each entry has
+    // one owner, so the fixed-order sum is the owner's score bit for bit, and every rank selects from the
+    // same scores as one process would (one all-reduce per indexer layer and chunk, entered by every rank).
+    std::vector<int32_t> local_table;
+    std::vector<uint8_t> owned;
+    if (cp_.active()) {
+        const int64_t n_blocks = (ch.start + n - 1) / spec_.block_size + 1;
+        local_block_table(ch, n_blocks, local_table);
+        owned.resize(n_blocks);
+        for (int64_t j = 0; j < n_blocks; ++j)
+            owned[j] = ch.block_table[j] % cp_.size() == cp_.rank() ? 1 : 0;
     }
-    const bool masked = c.uses_candidates(l) && sh.has_candidates && !is_candidate_source;
-    std::vector<float> scores(N), bscore(nb);
-    std::vector<int32_t> sel;
+    kernels::PagedEntries keys =
+        paged(pools_.keys[src], dI, m, spec_.block_size, cp_.active() ? local_table.data() : ch.block_table);
+    std::vector<float> all_scores(n * N); // [n, N]
     for (int64_t t = 0; t < n; ++t) {
         const int64_t vis = (ch.pos[t] + 1) / m;
+        float* scores = all_scores.data() + t * N;
         for (int64_t e = 0; e < N; ++e) {
-            if (e >= vis) {
-                scores[e] = kNegInf;
+            if (e >= vis || (cp_.active() && !owned[e * m / spec_.block_size])) {
+                scores[e] = 0.0f; // -inf for the invisible ones below, after the sum
                 continue;
             }
             const float* k = keys.entry(e);
@@ -297,6 +306,27 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
             }
             scores[e] = s;
         }
+    }
+    if (cp_.active()) {
+        core::Status st = cp_.group->all_reduce_sum(std::span<float>(all_scores));
+        if (!st.ok()) {
+            if (ep_status_.ok()) ep_status_ = st.with_context("context parallel indexer scores");
+            return; // picks stay -1; the forward reports the error
+        }
+    }
+    const int64_t bs = c.candidate_block_size;
+    const int64_t nb = (N + bs - 1) / bs;
+    if (is_candidate_source) {
+        sh.has_candidates = true;
+        sh.candidates.assign(n * N, 0);
+    }
+    const bool masked = c.uses_candidates(l) && sh.has_candidates && !is_candidate_source;
+    std::vector<float> bscore(nb);
+    std::vector<int32_t> sel;
+    for (int64_t t = 0; t < n; ++t) {
+        const int64_t vis = (ch.pos[t] + 1) / m;
+        float* scores = all_scores.data() + t * N;
+        for (int64_t e = vis; e < N; ++e) scores[e] = kNegInf;
         if (is_candidate_source) {
             // Level one: the best candidate_topk_blocks blocks (block score = max); the newest visible block
             // is always kept; unreachable blocks (all -inf) never are.
@@ -326,7 +356,7 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
         }
         const int64_t k = std::min(c.index_topk, N);
         sel.assign(k, 0);
-        kernels::topk_torch(scores.data(), N, k, sel.data());
+        kernels::topk_torch(scores, N, k, sel.data());
         std::vector<int32_t> valid;
         for (int32_t e : sel)
             if (scores[e] > kNegInf) valid.push_back(e);

@@ -1,8 +1,8 @@
 // V4.1 under context parallelism (docs/parallelism.md "CP on V4.1"): which blocks of the split stores
-// (every layer's window rows, the KV sources' compressed entries) this CP rank holds, and block copies
-// between owners. Block g lives on CP rank g % cp at local index g / cp; the last local block is the
-// trash block where the (replicated) writes meant for other ranks' blocks land. The indexer keys and the
-// Engram n-gram snapshots stay whole on every rank.
+// (every layer's window rows, the KV sources' compressed entries and indexer keys) this CP rank holds, and
+// block copies between owners. Block g lives on CP rank g % cp at local index g / cp; the last local block
+// is the trash block where the (replicated) writes meant for other ranks' blocks land. The Engram n-gram
+// snapshots stay whole on every rank.
 
 #include <algorithm>
 #include <span>
@@ -26,13 +26,14 @@ void DeepseekV41Model::local_block_table(const Chunk& ch, int64_t n_blocks, std:
     }
 }
 
-// The split stores of one block: [L window rows, KV sources' compressed entries] in layer order.
+// The split stores of one block: [L window rows, KV sources' compressed entries and indexer keys] in layer
+// order.
 int64_t DeepseekV41Model::split_block_floats() const {
     const ModelConfig& c = config_;
     int64_t f = 0;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         f += spec_.block_size * c.head_dim;
-        if (c.is_kv_source(l)) f += spec_.block_size / c.compress_ratios[l] * c.head_dim;
+        if (c.is_kv_source(l)) f += spec_.block_size / c.compress_ratios[l] * (c.head_dim + c.index_head_dim);
     }
     return f;
 }
@@ -54,6 +55,12 @@ void DeepseekV41Model::copy_split_block(int32_t src, int32_t dst, bool pack, flo
         else
             std::copy_n(buf, e, pools_.comp[l].data() + dst * e);
         buf += e;
+        const int64_t k = spec_.block_size / c.compress_ratios[l] * c.index_head_dim;
+        if (pack)
+            std::copy_n(pools_.keys[l].data() + src * k, k, buf);
+        else
+            std::copy_n(buf, k, pools_.keys[l].data() + dst * k);
+        buf += k;
     }
 }
 

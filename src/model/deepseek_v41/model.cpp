@@ -161,14 +161,21 @@ Result<KvGeometry> DeepseekV41Model::kv_geometry(int64_t block_size) const {
                                       std::to_string(unit) + ")");
     KvGeometry g;
     g.block_size = block_size;
-    int64_t floats = 0, slot_floats = 0;
+    int64_t floats = 0, slot_floats = 0, split_floats = 0;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         floats += block_size * c.head_dim;
+        split_floats += block_size * c.head_dim;
         if (c.is_kv_source(l)) {
             const int64_t m = c.compress_ratios[l];
             floats += entries_per_block(block_size, m) * (c.head_dim + c.index_head_dim);
+            split_floats += entries_per_block(block_size, m) * (c.head_dim + c.index_head_dim);
             if (m > 1) slot_floats += m * 2 * c.head_dim;
         }
+    }
+    if (cp_.active()) { // a CP rank's share: window rows and compressed entries per owner
+                        // (context_parallel.cpp)
+        g.split_bytes_per_block = split_floats * 4;
+        g.cp_size = cp_.size();
     }
     g.bytes_per_block = floats * 4 + c.engram.max_ngram_size * 8;
     g.bytes_per_slot = slot_floats * 4 + c.engram.max_ngram_size * 8;
@@ -194,7 +201,7 @@ Status DeepseekV41Model::init_kv_cache(const KvCacheSpec& spec) {
         if (c.is_kv_source(l)) {
             const int64_t e = entries_per_block(spec.block_size, c.compress_ratios[l]);
             pools_.comp[l].assign(split * e * c.head_dim, 0.0f);
-            pools_.keys[l].assign(blocks * e * c.index_head_dim, 0.0f);
+            pools_.keys[l].assign(split * e * c.index_head_dim, 0.0f);
         }
     }
     pools_.ngram.assign(blocks * c.engram.max_ngram_size, 0);
@@ -216,12 +223,7 @@ void DeepseekV41Model::copy_block(int32_t src, int32_t dst) {
     const ModelConfig& c = config_;
     const int64_t N = c.engram.max_ngram_size;
     std::copy_n(pools_.ngram.data() + src * N, N, pools_.ngram.data() + dst * N);
-    if (cp_.active()) { // the whole indexer keys now, the split stores at the next forward
-        for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-            if (!c.is_kv_source(l)) continue;
-            const int64_t e = entries_per_block(spec_.block_size, c.compress_ratios[l]) * c.index_head_dim;
-            std::copy_n(pools_.keys[l].data() + src * e, e, pools_.keys[l].data() + dst * e);
-        }
+    if (cp_.active()) { // the split stores (window rows, entries, indexer keys) at the next forward
         pending_copies_.emplace_back(src, dst);
         return;
     }

@@ -80,10 +80,11 @@ public:
     // (the default) runs the plain quantizers.
     void set_quant_ties(QuantTieOverride* t) { ties_ = t; }
     const ModelConfig& config() const { return config_; }
-    // Floats held in the window-row and compressed-entry pools (tests: CP stores about 1/cp of them).
+    // Floats held in the window-row, compressed-entry and indexer-key pools (tests: CP stores about 1/cp).
     int64_t split_pool_floats() const {
         int64_t f = 0;
-        for (size_t l = 0; l < pools_.raw.size(); ++l) f += pools_.raw[l].size() + pools_.comp[l].size();
+        for (size_t l = 0; l < pools_.raw.size(); ++l)
+            f += pools_.raw[l].size() + pools_.comp[l].size() + pools_.keys[l].size();
         return f;
     }
 
@@ -149,7 +150,7 @@ private:
     // window rows and compressed entries stored per owner (context_parallel.cpp).
     deepseek_v4::CpShard cp_;
     std::vector<std::pair<int32_t, int32_t>> pending_copies_; // CP: block copies for the next forward
-    int64_t split_blocks() const;                             // blocks of pools_.raw / pools_.comp
+    int64_t split_blocks() const;                             // blocks of pools_.raw / comp / keys
     void local_block_table(const Chunk& ch, int64_t n_blocks, std::vector<int32_t>& out) const;
     int64_t split_block_floats() const;
     void copy_split_block(int32_t src, int32_t dst, bool pack, float* buf);
