@@ -6,7 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/tokenizer_common.h"
-#include "server/chat_defaults.h"
+#include "tokenizer/chat_defaults.h"
 #include "tokenizer/chat_encoding.h"
 
 namespace deepinfer::cli {
@@ -76,8 +76,8 @@ int run(const std::vector<std::string>& argv) {
         std::fprintf(stderr, "error: one request (FILE, - or JSON) expected\n%s", kHelp);
         return 2;
     }
-    auto defaults = server::chat_defaults_from_flags(args->get("default-chat-template-kwargs"),
-                                                     args->get("reasoning-effort"));
+    auto defaults = tokenizer::chat_defaults_from_flags(args->get("default-chat-template-kwargs"),
+                                                        args->get("reasoning-effort"));
     if (!defaults.ok()) return fail(defaults.status().message());
     tokenizer::ChatOptions opt;
     if (auto m = args->get("mode")) {
@@ -118,15 +118,11 @@ int run(const std::vector<std::string>& argv) {
     if (!text) return 1;
     auto request = read_json(what, *text);
     if (!request.ok()) return fail(request.status().message());
-    if (!args->has("mode")) { // as the server decides it (server/chat_defaults.h)
-        auto choice = server::thinking_of_request(request->is_object() ? *request : tokenizer::Json::object(),
-                                                  *defaults);
-        if (auto* e = std::get_if<server::ApiError>(&choice)) return fail(what + ": " + e->message);
-        const auto& c = std::get<server::ThinkingChoice>(choice);
-        opt.mode = !c.thinking                    ? tokenizer::ThinkingMode::kNonThinking
-                   : c.reasoning_effort == "max"  ? tokenizer::ThinkingMode::kThinkingMax
-                   : c.reasoning_effort == "high" ? tokenizer::ThinkingMode::kThinkingHigh
-                                                  : tokenizer::ThinkingMode::kThinkingLow;
+    if (!args->has("mode")) { // as the server decides it (tokenizer/chat_defaults.h)
+        auto choice = tokenizer::thinking_of_request(
+            request->is_object() ? *request : tokenizer::Json::object(), *defaults);
+        if (auto* e = std::get_if<tokenizer::FieldError>(&choice)) return fail(what + ": " + e->message);
+        opt.mode = std::get<tokenizer::ThinkingChoice>(choice).mode();
         if (args->has("verbose"))
             std::fprintf(stderr, "mode: %s\n", std::string(tokenizer::thinking_mode_name(opt.mode)).c_str());
     }

@@ -225,8 +225,8 @@ int serve_on_leader(const Args* args, parallel::StepChannel* channel, ParallelRu
         model_dir = args->positional()[0];
     }
     server::ServerConfig config;
-    auto chat_defaults = server::chat_defaults_from_flags(args->get("default-chat-template-kwargs"),
-                                                          args->get("reasoning-effort"));
+    auto chat_defaults = tokenizer::chat_defaults_from_flags(args->get("default-chat-template-kwargs"),
+                                                             args->get("reasoning-effort"));
     if (!chat_defaults.ok()) {
         std::fprintf(stderr, "deepinfer serve: %s\n", chat_defaults.status().message().c_str());
         return 2;

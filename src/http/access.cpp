@@ -47,4 +47,15 @@ std::string host_name_of(const std::string& host_header) {
     return h;
 }
 
+bool host_allowed(const std::vector<std::string>& allowed, const std::string& host_header) {
+    return allowed.empty() ||
+           std::find(allowed.begin(), allowed.end(), host_name_of(host_header)) != allowed.end();
+}
+
+bool key_presented(const std::string& authorization, const std::string* x_api_key,
+                   const std::string& api_key) {
+    return authorization_matches(authorization, api_key) ||
+           (x_api_key && authorization_matches("Bearer " + *x_api_key, api_key));
+}
+
 } // namespace deepinfer::http

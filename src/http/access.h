@@ -17,4 +17,12 @@ bool authorization_matches(const std::string& header, const std::string& api_key
 // lower-cased.
 std::string host_name_of(const std::string& host_header);
 
+// Whether the Host header value names one of `allowed` (port ignored); any does when `allowed` is empty.
+bool host_allowed(const std::vector<std::string>& allowed, const std::string& host_header);
+
+// Whether a request carries `api_key`: "Authorization: Bearer KEY" (OpenAI) or "x-api-key: KEY"
+// (Anthropic; `x_api_key` null when the header is absent).
+bool key_presented(const std::string& authorization, const std::string* x_api_key,
+                   const std::string& api_key);
+
 } // namespace deepinfer::http

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <malloc.h>
+#include <vector>
 
 namespace deepinfer::http {
 
@@ -49,6 +51,12 @@ std::optional<BodyError> read_body(const BodyLimits& limits, const httplib::Requ
     return std::nullopt;
 }
 
+TrimAfterLargeBody::~TrimAfterLargeBody() {
+    if (body_.capacity() <= (1u << 20)) return;
+    std::string().swap(body_);
+    malloc_trim(0);
+}
+
 size_t longest_json_string(std::string_view body) {
     size_t longest = 0;
     const char* p = body.data();
@@ -76,6 +84,37 @@ size_t longest_json_string(std::string_view body) {
         if (p < end) ++p; // the closing quote
     }
     return longest;
+}
+
+std::string json_shape_problem(std::string_view body, const JsonShapeLimits& limits) {
+    std::vector<int> members; // per open container: -1 for arrays, member count for objects
+    long long total = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < body.size(); ++i) {
+        char c = body[i];
+        if (in_string) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            members.push_back(c == '[' ? -1 : 0);
+            if (static_cast<int>(members.size()) > limits.max_depth) {
+                return "request body is nested deeper than " + std::to_string(limits.max_depth) + " levels";
+            }
+        } else if (c == ']' || c == '}') {
+            if (!members.empty()) members.pop_back();
+        } else if (c == ':' && !members.empty() && members.back() >= 0) {
+            if (++members.back() > limits.max_object_members || ++total > limits.max_total_members) {
+                return "request body has objects with too many members";
+            }
+        }
+    }
+    return {};
 }
 
 } // namespace deepinfer::http

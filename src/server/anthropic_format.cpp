@@ -1,5 +1,8 @@
 #include "server/anthropic_format.h"
 
+#include <map>
+
+#include "server/json_fields.h"
 #include "server/server_state.h"
 
 namespace deepinfer::server {
@@ -236,48 +239,22 @@ ojson anthropic_tool_input(const std::string& arguments) {
 }
 
 std::string anthropic_error_json(const ApiError& e) {
-    const char* type = "api_error";
-    switch (e.http_status) {
-    case 400:
-        type = "invalid_request_error";
-        break;
-    case 401:
-        type = "authentication_error";
-        break;
-    case 403:
-        type = "permission_error";
-        break;
-    case 404:
-        type = "not_found_error";
-        break;
-    case 405:
-        type = "invalid_request_error";
-        break;
-    case 408:
-        type = "timeout_error";
-        break;
-    case 413:
-        type = "request_too_large";
-        break;
-    case 429:
-        type = "rate_limit_error";
-        break;
-    case 503:
-        type = "overloaded_error";
-        break;
-    default:
-        type = e.http_status >= 500 ? "api_error" : "invalid_request_error";
-        break;
-    }
+    // Anthropic's error type per HTTP status; any other status by its class.
+    static const std::map<int, const char*> kTypes = {
+        {401, "authentication_error"}, {403, "permission_error"},  {404, "not_found_error"},
+        {408, "timeout_error"},        {413, "request_too_large"}, {429, "rate_limit_error"},
+        {503, "overloaded_error"}};
+    const auto it = kTypes.find(e.http_status);
+    const char* type = it != kTypes.end()     ? it->second
+                       : e.http_status >= 500 ? "api_error"
+                                              : "invalid_request_error";
     std::string msg = e.message;
     if (!e.param.empty() && msg.find(e.param) == std::string::npos) msg = e.param + ": " + msg;
-    return ojson{{"type", "error"}, {"error", {{"type", type}, {"message", msg}}}}.dump(
-        -1, ' ', false, ojson::error_handler_t::replace);
+    return detail::dump_json(ojson{{"type", "error"}, {"error", {{"type", type}, {"message", msg}}}});
 }
 
 std::string AnthropicStreamWriter::event(const ojson& data) {
-    return "event: " + data.at("type").get<std::string>() +
-           "\ndata: " + data.dump(-1, ' ', false, ojson::error_handler_t::replace) + "\n\n";
+    return "event: " + data.at("type").get<std::string>() + "\ndata: " + detail::dump_json(data) + "\n\n";
 }
 
 void AnthropicStreamWriter::close(std::string& out) {

@@ -4,11 +4,9 @@
 // OpenAI chat request (then parsed and validated by the chat parser like any other), and the chat pipeline's
 // output is rendered as Anthropic content blocks, stream events and errors.
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,14 +28,6 @@ std::variant<nlohmann::ordered_json, ApiError> anthropic_to_chat_request(std::st
 
 // "end_turn", "max_tokens", "stop_sequence", "tool_use" from the chat pipeline's finish reason.
 std::string anthropic_stop_reason(const std::string& finish_reason, const std::string& stop_sequence);
-
-// One content block of a finished message.
-struct AnthropicBlock {
-    enum class Kind { kThinking, kText, kToolUse };
-    Kind kind = Kind::kText;
-    std::string text;                 // thinking / text
-    std::string id, name, input_json; // tool_use
-};
 
 // tool_use input: the call's JSON arguments as an object ({} when they are not one).
 nlohmann::ordered_json anthropic_tool_input(const std::string& arguments);

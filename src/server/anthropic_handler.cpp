@@ -64,6 +64,8 @@ protected:
     }
 
     std::string finale() override {
+        const std::string reason = anthropic_stop_reason(finish_, stop_sequence_);
+        const ojson stop_sequence = reason == "stop_sequence" ? ojson(stop_sequence_) : ojson(nullptr);
         if (!stream_) {
             if (!error_.ok()) return anthropic_error_json(from_status(error_));
             ojson content = ojson::array();
@@ -79,27 +81,21 @@ protected:
                                         {"input", anthropic_tool_input(tc.arguments)}});
             }
             ojson m = message_json(std::move(content));
-            const std::string reason = anthropic_stop_reason(finish_, stop_sequence_);
             m["stop_reason"] = reason;
-            if (reason == "stop_sequence") m["stop_sequence"] = stop_sequence_;
+            m["stop_sequence"] = stop_sequence;
             m["usage"] = usage_json();
-            return m.dump(-1, ' ', false, ojson::error_handler_t::replace);
+            return detail::dump_json(m);
         }
         std::string buf;
         writer_.close(buf);
-        if (!error_.ok()) {
+        if (!error_.ok())
             return buf +
                    AnthropicStreamWriter::event(ojson::parse(anthropic_error_json(from_status(error_))));
-        }
-        const std::string reason = anthropic_stop_reason(finish_, stop_sequence_);
         buf += AnthropicStreamWriter::event(
             ojson{{"type", "message_delta"},
-                  {"delta",
-                   {{"stop_reason", reason},
-                    {"stop_sequence", reason == "stop_sequence" ? ojson(stop_sequence_) : ojson(nullptr)}}},
+                  {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence}}},
                   {"usage", usage_json()}});
-        buf += AnthropicStreamWriter::event(ojson{{"type", "message_stop"}});
-        return buf;
+        return buf + AnthropicStreamWriter::event(ojson{{"type", "message_stop"}});
     }
 
 private:
@@ -110,27 +106,23 @@ private:
     std::string stop_sequence_;
 };
 
-// The Messages body as a validated chat request for the served model.
+// The Messages body as a validated chat request for the served model (count_tokens takes no max_tokens).
 Parsed<ChatRequest> parse_messages_request(HttpServer::State& s, const std::string& body, bool count_only) {
-    std::string problem = json_shape_problem(body, s.limits);
-    if (count_only && problem.empty()) { // count_tokens takes no max_tokens
+    const std::string problem = json_shape_problem(body, s.limits);
+    std::string text = body;
+    if (count_only && problem.empty()) {
         ojson j = ojson::parse(body, nullptr, false);
         if (j.is_object() && !j.contains("max_tokens")) {
             j["max_tokens"] = 1;
-            auto translated =
-                anthropic_to_chat_request(j.dump(-1, ' ', false, ojson::error_handler_t::replace), "");
-            if (auto* e = std::get_if<ApiError>(&translated)) return *e;
-            ojson& chat = std::get<ojson>(translated);
-            if (!chat.contains("model")) chat["model"] = s.model_name;
-            return parse_chat_request(chat.dump(-1, ' ', false, ojson::error_handler_t::replace), s.limits);
+            text = detail::dump_json(j);
         }
     }
-    auto translated = anthropic_to_chat_request(body, problem);
+    auto translated = anthropic_to_chat_request(text, problem);
     if (auto* e = std::get_if<ApiError>(&translated)) return *e;
     ojson& chat = std::get<ojson>(translated);
     // Anthropic clients always send a model; a missing one means the served model.
     if (!chat.contains("model")) chat["model"] = s.model_name;
-    return parse_chat_request(chat.dump(-1, ' ', false, ojson::error_handler_t::replace), s.limits);
+    return parse_chat_request(detail::dump_json(chat), s.limits);
 }
 
 } // namespace

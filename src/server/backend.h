@@ -7,9 +7,9 @@
 // metrics). engine_backend.cpp binds it to the real engine and tokenizer; tests/server/fake_backend.cpp
 // is a small deterministic stand-in, linked only into tests.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,9 +17,13 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/grammar_constraint.h"
+#include "engine/metrics.h"
 #include "engine/request.h"
 #include "kernels/profiler.h"
 #include "tokenizer/chat_encoding.h"
+#include "tokenizer/output_parser.h"
+#include "tokenizer/text_codec.h"
 
 namespace deepinfer::server {
 
@@ -29,12 +33,11 @@ namespace deepinfer::server {
 // backend with a per-step token mask (compiled into engine::SamplingParams::constraint). The test tree's fake
 // backend ignores it.
 struct OutputConstraint {
-    enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kGrammar, kTools };
-    Kind kind = Kind::kNone;
-    std::string source;       // kJsonSchema: schema JSON; kRegex: regex; kGrammar: GBNF; kTools: tools array
+    std::optional<engine::GrammarKind> kind; // unset: none
+    std::string source;       // kJsonSchema: schema JSON; kRegex: regex; kGbnf: GBNF; kDsmlTools: tools array
     std::string field;        // the request field it came from (named in errors)
-    std::string only_tool;    // kTools: the one tool allowed ("" = any declared tool)
-    bool single_call = false; // kTools: at most one call (parallel_tool_calls: false)
+    std::string only_tool;    // kDsmlTools: the one tool allowed ("" = any declared tool)
+    bool single_call = false; // kDsmlTools: at most one call (parallel_tool_calls: false)
     bool after_thinking = false; // applies from the token after </think> (a chat request in thinking mode)
 };
 
@@ -45,12 +48,11 @@ struct EngineStats {
     int running = 0;
     int waiting = 0;
     double kv_cache_usage = 0.0; // fraction of KV blocks in use
-    uint64_t preemptions = 0;
-    uint64_t prefix_cache_queries = 0; // prompt tokens looked up
-    uint64_t prefix_cache_hits = 0;    // of which found in the cache
+    // The engine's totals (preemptions, prefix-cache queries and hits, prefill tokens: n > 1 completions
+    // share one prefill).
+    engine::EngineCounters counters;
     // The op census of every forward since start (kernels/profiler.h), when serve runs with --profile.
     std::optional<kernels::ProfileSnapshot> ops;
-    uint64_t prefill_tokens = 0; // prompt tokens computed (n > 1 completions share one prefill)
     // More Prometheus text for /metrics, HELP/TYPE lines included (EP load statistics under mpirun).
     std::string extra_metrics;
 };
@@ -78,39 +80,12 @@ struct ChatPrompt {
 
 // ---- Streaming text pipeline pieces ----
 
-class IncrementalDetokenizer {
-public:
-    virtual ~IncrementalDetokenizer() = default;
-    // Text newly completed by this token; incomplete UTF-8 is held back until a later token completes it.
-    virtual std::string push(int32_t token) = 0;
-    // What is still held back at the end of the request.
-    virtual std::string flush() = 0;
-};
+using IncrementalDetokenizer = tokenizer::StreamDecoder; // tokenizer/text_codec.h
 
-struct ToolCallDelta {
-    int index = 0;
-    std::string id;   // set on the first fragment of a call
-    std::string name; // set on the first fragment of a call
-    std::string arguments;
-};
-
-struct ParsedDelta {
-    std::string reasoning;
-    std::string content;
-    std::vector<ToolCallDelta> tool_calls;
-    // At the end: thinking never closed, so the reasoning streamed so far was the answer (non-streaming
-    // responses move it to content; streams already sent it as reasoning).
-    bool reasoning_was_content = false;
-    bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
-};
-
-class OutputParser {
-public:
-    virtual ~OutputParser() = default;
-    virtual ParsedDelta push(std::string_view text) = 0;
-    // length_cut: generation hit max_tokens (a half-written marker is dropped).
-    virtual ParsedDelta finish(bool length_cut) = 0;
-};
+// Reasoning / content / tool-call deltas of the output (tokenizer/output_parser.h).
+using tokenizer::OutputParser;
+using tokenizer::ParsedDelta;
+using tokenizer::ToolCallDelta;
 
 struct ParserOptions {
     bool thinking = false;   // output starts inside reasoning
@@ -165,5 +140,13 @@ public:
     virtual void abort(const std::string& request_id) = 0;
     virtual EngineStats stats() const = 0;
 };
+
+// No token decodes to more than the longest token's bytes, so a text longer than context x that cannot fit in
+// the context: it is refused before it is tokenized. Doubled (and padded) for normalizers that shrink text.
+inline size_t max_prompt_bytes(const Backend& b) {
+    size_t longest = 1;
+    for (int32_t t = 0; t < b.vocab_size(); ++t) longest = std::max(longest, b.token_text(t).size());
+    return 2 * longest * static_cast<size_t>(std::max(0, b.context_length())) + 4096;
+}
 
 } // namespace deepinfer::server

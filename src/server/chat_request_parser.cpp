@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "server/request_parser.h"
-#include "server/request_parser_internal.h"
 
 namespace deepinfer::server {
 
@@ -203,12 +202,13 @@ bool parse_tools(const json& j, ChatPrompt& prompt, FieldErrors& err) {
 }
 
 // chat_template_kwargs.{thinking, enable_thinking, reasoning_effort}, also accepted at top level; what the
-// request leaves out comes from the server's defaults (chat_defaults.h).
-bool parse_thinking(const json& j, const ChatDefaults& defaults, ChatPrompt& prompt, FieldErrors& err) {
-    auto choice = thinking_of_request(j, defaults);
-    if (auto* e = std::get_if<ApiError>(&choice)) return err.fail(*e);
-    prompt.thinking = std::get<ThinkingChoice>(choice).thinking;
-    prompt.reasoning_effort = std::get<ThinkingChoice>(choice).reasoning_effort;
+// request leaves out comes from the server's defaults (tokenizer/chat_defaults.h).
+bool parse_thinking(const json& j, const tokenizer::ChatDefaults& defaults, ChatPrompt& prompt,
+                    FieldErrors& err) {
+    auto choice = tokenizer::thinking_of_request(j, defaults);
+    if (auto* e = std::get_if<tokenizer::FieldError>(&choice)) return err.fail(e->field, e->message);
+    prompt.thinking = std::get<tokenizer::ThinkingChoice>(choice).thinking;
+    prompt.reasoning_effort = std::get<tokenizer::ThinkingChoice>(choice).reasoning_effort;
     return true;
 }
 
@@ -237,17 +237,17 @@ bool parse_response_format(const json& j, ChatRequest& r, FieldErrors& err) {
     }
     if (r.response_format == "text") return true;
     OutputConstraint& c = r.common.constraint;
-    if (c.kind != OutputConstraint::Kind::kNone) {
+    if (c.kind) {
         return err.fail("response_format", "only one structured output constraint per request; got "
                                            "'response_format' and '" +
                                                c.field + "'");
     }
     c.field = "response_format";
     if (!r.json_schema.empty()) {
-        c.kind = OutputConstraint::Kind::kJsonSchema;
+        c.kind = engine::GrammarKind::kJsonSchema;
         c.source = r.json_schema;
     } else {
-        c.kind = OutputConstraint::Kind::kJsonObject;
+        c.kind = engine::GrammarKind::kJsonObject;
     }
     return true;
 }
@@ -260,7 +260,7 @@ bool force_tool_call(const json& j, ChatRequest& r, FieldErrors& err) {
     const std::string& choice = r.prompt.tool_choice;
     if (choice != "required" && choice.rfind("function:", 0) != 0) return true;
     OutputConstraint& c = r.common.constraint;
-    if (c.kind != OutputConstraint::Kind::kNone) {
+    if (c.kind) {
         return err.fail("tool_choice", "a forced tool call cannot be combined with '" + c.field + "'");
     }
     json tools = json::array();
@@ -270,7 +270,7 @@ bool force_tool_call(const json& j, ChatRequest& r, FieldErrors& err) {
             tools.push_back(json{{"name", f.at("name")}, {"parameters", f.at("parameters")}});
         }
     }
-    c.kind = OutputConstraint::Kind::kTools;
+    c.kind = engine::GrammarKind::kDsmlTools;
     c.field = "tool_choice";
     c.source = detail::dump_json(tools);
     if (choice != "required") c.only_tool = choice.substr(std::string("function:").size());
@@ -293,8 +293,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const ParserLimits
     if (!force_tool_call(*j, r, err)) return err.error();
     // In thinking mode the model thinks freely and the constraint applies from the token after </think>
     // (docs/structured-outputs.md); in non-thinking mode from the first generated token.
-    r.common.constraint.after_thinking =
-        r.common.constraint.kind != OutputConstraint::Kind::kNone && r.prompt.thinking;
+    r.common.constraint.after_thinking = r.common.constraint.kind.has_value() && r.prompt.thinking;
     if (present(*j, "plain_content")) { // deepinfer extension (docs/server.md)
         bool plain = false;
         if (!detail::read_bool(*j, "plain_content", plain, err)) return err.error();

@@ -1,6 +1,5 @@
 #include "server/engine_backend.h"
 
-#include <atomic>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -13,6 +12,7 @@
 #include "engine/grammar_constraint.h"
 #include "model/registry.h"
 #include "server/engine_backend_text.h"
+#include "structured/vocabulary.h"
 
 namespace deepinfer::server {
 
@@ -22,17 +22,12 @@ class EngineBackend : public Backend {
 public:
     EngineBackend(std::string name, std::unique_ptr<model::CausalLm> model,
                   std::unique_ptr<model::CausalLm> wrapper, std::unique_ptr<engine::AsyncEngine> async,
-                  std::unique_ptr<detail::TextCodec> codec, engine::EngineConfig resolved, int context,
-                  int vocab)
+                  std::unique_ptr<tokenizer::TextCodec> codec, engine::EngineConfig resolved, int context,
+                  int vocab, tokenizer::EffortTable effort_table, const EngineBackendOptions& options)
         : name_(std::move(name)), model_(std::move(model)), wrapper_(std::move(wrapper)),
           async_(std::move(async)), codec_(std::move(codec)), engine_config_(std::move(resolved)),
-          context_(context), vocab_(vocab) {
-        // No token decodes to more than this many bytes, so a longer text cannot fit in the context: such a
-        // prompt is refused before it is tokenized. Doubled (and padded) for normalizers that shrink text.
-        size_t longest = 1;
-        for (int32_t t = 0; t < vocab_; ++t) longest = std::max(longest, codec_->token_text(t).size());
-        max_prompt_bytes_ = 2 * longest * static_cast<size_t>(context_) + 4096;
-    }
+          context_(context), effort_table_(effort_table), plain_content_(options.plain_content),
+          vocab_(vocab), max_prompt_bytes_(max_prompt_bytes(*this)), extra_metrics_(options.extra_metrics) {}
     ~EngineBackend() override { async_->shutdown(); }
 
     std::string model_name() const override { return name_; }
@@ -65,7 +60,7 @@ public:
 
     core::Status submit(engine::Request request, const OutputConstraint& constraint,
                         OutputCallback callback) override {
-        if (constraint.kind != OutputConstraint::Kind::kNone) {
+        if (constraint.kind) {
             DI_ASSIGN_OR_RETURN(request.params.constraint, constraint_for(constraint));
             if (constraint.after_thinking) {
                 DI_ASSIGN_OR_RETURN(
@@ -80,7 +75,7 @@ public:
     }
     void abort(const std::string& request_id) override { async_->abort(request_id); }
     core::Status check_constraint(const OutputConstraint& constraint) const override {
-        if (constraint.kind == OutputConstraint::Kind::kNone) return {};
+        if (!constraint.kind) return {};
         return constraint_for(constraint).status();
     }
 
@@ -95,10 +90,7 @@ public:
         s.kv_cache_usage = pending > 0 && m.kv_blocks_total > 0 ? static_cast<double>(m.kv_blocks_used) /
                                                                       static_cast<double>(m.kv_blocks_total)
                                                                 : 0.0;
-        s.preemptions = static_cast<uint64_t>(c.preemptions);
-        s.prefix_cache_queries = static_cast<uint64_t>(c.prefix_query_tokens);
-        s.prefix_cache_hits = static_cast<uint64_t>(c.prefix_hit_tokens);
-        s.prefill_tokens = static_cast<uint64_t>(c.prefill_tokens);
+        s.counters = c;
         // The profiler copies its table under its own lock: safe while the engine thread records.
         if (kernels::Profiler* p = model_->profiler(); p && p->enabled()) s.ops = p->snapshot();
         if (extra_metrics_) s.extra_metrics = extra_metrics_();
@@ -110,37 +102,21 @@ private:
     // codec's vocabulary (built on first use). Thread-safe; compiling holds the lock (rare, per new schema).
     core::Result<std::shared_ptr<const engine::LogitsConstraint>>
     constraint_for(const OutputConstraint& c) const {
-        using Kind = OutputConstraint::Kind;
-        engine::GrammarKind kind = engine::GrammarKind::kJsonObject;
-        switch (c.kind) {
-        case Kind::kJsonObject:
-            kind = engine::GrammarKind::kJsonObject;
-            break;
-        case Kind::kJsonSchema:
-            kind = engine::GrammarKind::kJsonSchema;
-            break;
-        case Kind::kRegex:
-            kind = engine::GrammarKind::kRegex;
-            break;
-        case Kind::kGrammar:
-            kind = engine::GrammarKind::kGbnf;
-            break;
-        case Kind::kTools:
-            kind = engine::GrammarKind::kDsmlTools;
-            break;
-        case Kind::kNone:
-            return core::invalid_argument("no constraint");
-        }
-        std::string key = std::to_string(static_cast<int>(c.kind)) + '\n' + (c.single_call ? "1" : "0") +
+        if (!c.kind) return core::invalid_argument("no constraint");
+        std::string key = std::to_string(static_cast<int>(*c.kind)) + '\n' + (c.single_call ? "1" : "0") +
                           c.only_tool + '\n' + c.source;
         std::lock_guard<std::mutex> lock(constraint_mu_);
         if (auto it = constraint_cache_.find(key); it != constraint_cache_.end()) return it->second;
-        if (!vocabulary_) vocabulary_ = codec_->vocabulary(vocab_);
+        if (!vocabulary_) {
+            tokenizer::TokenSpelling sp = codec_->spelling(vocab_);
+            vocabulary_ = std::make_shared<const structured::TokenVocabulary>(
+                std::move(sp.bytes), std::move(sp.special), std::move(sp.end_ids));
+        }
         structured::DsmlToolsOptions tools;
         if (!c.only_tool.empty()) tools.only.push_back(c.only_tool);
         tools.max_calls = c.single_call ? 1 : 0;
         DI_ASSIGN_OR_RETURN(auto compiled,
-                            engine::make_grammar_constraint(kind, c.source, vocabulary_, tools));
+                            engine::make_grammar_constraint(*c.kind, c.source, vocabulary_, tools));
         if (constraint_order_.size() >= kConstraintCacheSize) {
             constraint_cache_.erase(constraint_order_.front());
             constraint_order_.pop_front();
@@ -190,26 +166,17 @@ private:
     std::unique_ptr<model::CausalLm> model_;   // outlives the engine below
     std::unique_ptr<model::CausalLm> wrapper_; // multi-process: what the engine drives
     std::unique_ptr<engine::AsyncEngine> async_;
-    std::unique_ptr<detail::TextCodec> codec_;
+    std::unique_ptr<tokenizer::TextCodec> codec_;
     engine::EngineConfig engine_config_; // resolved: the pool and model length the engine admits against
     int context_;
-    tokenizer::EffortTable effort_table_ = tokenizer::EffortTable::k0731;
-    bool plain_content_ = false;
+    tokenizer::EffortTable effort_table_;
+    bool plain_content_;
     static constexpr size_t kConstraintCacheSize = 64;
     mutable std::mutex constraint_mu_;
     mutable std::shared_ptr<const structured::TokenVocabulary> vocabulary_;
     mutable std::shared_ptr<const engine::TriggerText> think_text_; // tokens spelling "</think>"
     mutable std::map<std::string, std::shared_ptr<const engine::LogitsConstraint>> constraint_cache_;
     mutable std::deque<std::string> constraint_order_;
-
-public:
-    void set_text_options(tokenizer::EffortTable table, bool plain_content) {
-        effort_table_ = table;
-        plain_content_ = plain_content;
-    }
-    void set_extra_metrics(std::function<std::string()> f) { extra_metrics_ = std::move(f); }
-
-private:
     int vocab_;
     size_t max_prompt_bytes_ = 0;
     std::function<std::string()> extra_metrics_;
@@ -246,33 +213,11 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
         if (kernels::Profiler* p = model->profiler()) p->set_enabled(true);
     }
 
-    std::string tok_path = options.tokenizer_path;
-    std::error_code ec;
-    if (tok_path.empty() && fs::exists(fs::path(options.model_dir) / "tokenizer.json", ec)) {
-        tok_path = (fs::path(options.model_dir) / "tokenizer.json").string();
-    }
-    if (tok_path.empty() && !options.installed_tokenizer.empty() &&
-        fs::exists(options.installed_tokenizer, ec)) {
-        tok_path = options.installed_tokenizer;
-    }
-    if (tok_path.empty()) {
-        return core::not_found(
-            "no tokenizer for model " + options.model_dir + ": none given (--tokenizer), no " +
-            (fs::path(options.model_dir) / "tokenizer.json").string() + ", none installed" +
-            (options.installed_tokenizer.empty() ? std::string() : " at " + options.installed_tokenizer));
-    }
-    std::unique_ptr<detail::TextCodec> codec;
-    auto hf = detail::load_hf_codec(tok_path);
-    if (!hf.ok()) return hf.status().with_context("tokenizer " + tok_path);
-    if (detail::hf_vocab_size(**hf) <= static_cast<size_t>(vocab)) codec = std::move(hf).value();
-    if (!codec) {
-        if (vocab < 260)
-            return core::invalid_argument("the model's vocabulary is too small for any tokenizer");
-        DI_LOG(Warn) << "tokenizer " << tok_path << " does not fit the model's " << vocab
-                     << "-token vocabulary; using a byte-level stand-in (test models)";
-        codec = detail::make_byte_codec(static_cast<int32_t>(model->info().bos_token_id),
-                                        static_cast<int32_t>(model->eos_token_id()));
-    }
+    DI_ASSIGN_OR_RETURN(
+        auto codec,
+        tokenizer::load_model_codec({options.model_dir, options.tokenizer_path, options.installed_tokenizer,
+                                     vocab, static_cast<int32_t>(model->info().bos_token_id),
+                                     static_cast<int32_t>(model->eos_token_id())}));
 
     engine::EngineConfig cfg = options.engine;
     if (cfg.max_model_len <= 0) cfg.max_model_len = model->info().max_position_embeddings;
@@ -291,12 +236,9 @@ core::Result<std::unique_ptr<Backend>> make_engine_backend(const EngineBackendOp
     if (name.empty()) name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
     DI_LOG(Info) << "engine backend: " << name << ", context " << context << ", tokenizer "
                  << codec->describe();
-    auto backend = std::make_unique<EngineBackend>(name, std::move(model), std::move(wrapper),
-                                                   std::move(async), std::move(codec), std::move(resolved),
-                                                   context, static_cast<int>(vocab));
-    backend->set_text_options(effort_table, options.plain_content);
-    backend->set_extra_metrics(options.extra_metrics);
-    return std::unique_ptr<Backend>(std::move(backend));
+    return std::unique_ptr<Backend>(std::make_unique<EngineBackend>(
+        name, std::move(model), std::move(wrapper), std::move(async), std::move(codec), std::move(resolved),
+        context, static_cast<int>(vocab), effort_table, options));
 }
 
 } // namespace deepinfer::server

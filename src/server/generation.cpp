@@ -10,29 +10,29 @@ ChoicePipeline::ChoicePipeline(const Backend& backend, std::vector<std::string> 
     if (chat) parser_ = backend.new_output_parser(parser);
 }
 
+namespace {
+void append(ParsedDelta& to, ParsedDelta d) {
+    to.reasoning += d.reasoning;
+    to.content += d.content;
+    for (auto& tc : d.tool_calls) to.tool_calls.push_back(std::move(tc));
+    to.reasoning_was_content = to.reasoning_was_content || d.reasoning_was_content;
+}
+} // namespace
+
 void ChoicePipeline::emit(const std::string& text, ChoiceOutput& out) {
     if (text.empty()) return;
-    if (!parser_) {
+    if (parser_) {
+        append(out.parsed, parser_->push(text));
+    } else {
         out.text += text;
-        return;
     }
-    ParsedDelta d = parser_->push(text);
-    out.parsed.reasoning += d.reasoning;
-    out.parsed.content += d.content;
-    for (auto& tc : d.tool_calls) out.parsed.tool_calls.push_back(std::move(tc));
 }
 
 void ChoicePipeline::finish(std::string_view reason, ChoiceOutput& out) {
     finished_ = true;
     emit(stop_.push(detok_->flush()), out);
     emit(stop_.flush(), out);
-    if (parser_) {
-        ParsedDelta d = parser_->finish(reason == "length");
-        out.parsed.reasoning_was_content = d.reasoning_was_content;
-        out.parsed.reasoning += d.reasoning;
-        out.parsed.content += d.content;
-        for (auto& tc : d.tool_calls) out.parsed.tool_calls.push_back(std::move(tc));
-    }
+    if (parser_) append(out.parsed, parser_->finish(reason == "length"));
     if (!out.parsed.tool_calls.empty()) saw_tool_call_ = true;
     out.finish_reason = reason == "stop" && saw_tool_call_ ? "tool_calls" : std::string(reason);
 }

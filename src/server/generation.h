@@ -43,7 +43,6 @@ public:
     bool finished() const { return finished_; }
     int completion_tokens() const { return completion_tokens_; }
     int reasoning_tokens() const { return reasoning_tokens_; }
-    bool saw_tool_call() const { return saw_tool_call_; }
 
 private:
     void emit(const std::string& text, ChoiceOutput& out);

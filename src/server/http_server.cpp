@@ -3,14 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
-#include <malloc.h>
 #include <optional>
 #include <thread>
 
 #include "core/logging.h"
 #include "http/body.h"
-#include "server/json_fields.h"
 #include "server/server_state.h"
 #include "tokenizer/cancel.h"
 
@@ -22,11 +19,7 @@ HttpServer::State::State(Backend& b, ServerConfig c)
     limits.vocab_size = backend.vocab_size();
     limits.max_n = config.max_n;
     limits.chat_defaults = config.chat_defaults;
-    // No token decodes to more than `longest` bytes, so no text longer than context × longest (doubled and
-    // padded for normalizers that shrink text, as the backend does) can fit in the context.
-    size_t longest = 1;
-    for (int t = 0; t < backend.vocab_size(); ++t) longest = std::max(longest, backend.token_text(t).size());
-    max_string_bytes = 2 * longest * static_cast<size_t>(std::max(0, backend.context_length())) + 4096;
+    max_string_bytes = max_prompt_bytes(backend); // no longer string fits in the context
     start_time =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
@@ -118,13 +111,26 @@ core::Result<std::vector<int32_t>> HttpServer::State::tokenize(std::string_view 
     return encode_off_thread([&] { return backend.tokenize(text); });
 }
 
+// Shared by the generation endpoints, before anything runs.
+std::optional<ApiError> HttpServer::State::check_request(const CommonRequest& r) const {
+    if (r.model != model_name) return unknown_model(r.model);
+    if (!r.forced_output.empty() && !config.enable_test_hooks) {
+        return invalid_param("deepinfer_test", "test hooks are disabled");
+    }
+    const OutputConstraint& c = r.constraint;
+    if (!c.kind) return std::nullopt;
+    core::Status st = backend.check_constraint(c);
+    if (st.ok()) return std::nullopt;
+    if (st.code() == core::StatusCode::kInvalidArgument)
+        return invalid_param(c.field, "'" + c.field + "' cannot be enforced: " + st.message());
+    return from_status(st, c.field);
+}
+
 std::string HttpServer::State::new_id(const char* prefix) {
     return std::string(prefix) + std::to_string(start_time) + "-" + std::to_string(next_id++);
 }
 
 namespace {
-
-constexpr size_t kTrimAfterBodyBytes = 1u << 20;
 
 void install_routes(HttpServer::State& s) {
     httplib::Server& http = s.http;
@@ -132,26 +138,22 @@ void install_routes(HttpServer::State& s) {
 
     http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
         // /health stays open to probes by address; everything else answers only to the allowed names.
-        if (!s.config.allowed_hosts.empty() && req.path != "/health") {
-            std::string host = host_name_of(req.get_header_value("Host"));
-            const auto& allowed = s.config.allowed_hosts;
-            if (std::find(allowed.begin(), allowed.end(), host) == allowed.end()) {
-                s.send_error(req.path,
-                             ApiError{403, "invalid_request_error",
-                                      "Host '" + req.get_header_value("Host") +
-                                          "' is not allowed (see --allowed-hosts)",
-                                      "", "host_not_allowed"},
-                             res);
-                return httplib::Server::HandlerResponse::Handled;
-            }
+        if (req.path != "/health" &&
+            !http::host_allowed(s.config.allowed_hosts, req.get_header_value("Host"))) {
+            s.send_error(
+                req.path,
+                ApiError{403, "invalid_request_error",
+                         "Host '" + req.get_header_value("Host") + "' is not allowed (see --allowed-hosts)",
+                         "", "host_not_allowed"},
+                res);
+            return httplib::Server::HandlerResponse::Handled;
         }
         const bool keyed_path =
             req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
-        if (s.config.api_key.empty() || !keyed_path) return httplib::Server::HandlerResponse::Unhandled;
-        // "Authorization: Bearer KEY" (OpenAI) or "x-api-key: KEY" (Anthropic).
-        if (authorization_matches(req.get_header_value("Authorization"), s.config.api_key) ||
-            (req.has_header("x-api-key") &&
-             authorization_matches("Bearer " + req.get_header_value("x-api-key"), s.config.api_key)))
+        const std::string x_api_key = req.get_header_value("x-api-key");
+        if (s.config.api_key.empty() || !keyed_path ||
+            http::key_presented(req.get_header_value("Authorization"),
+                                req.has_header("x-api-key") ? &x_api_key : nullptr, s.config.api_key))
             return httplib::Server::HandlerResponse::Unhandled;
         s.send_error(req.path, unauthorized(), res);
         return httplib::Server::HandlerResponse::Handled;
@@ -163,7 +165,6 @@ void install_routes(HttpServer::State& s) {
         e.http_status = res.status;
         if (res.status == 404 && !allowed_methods(req.path).empty()) {
             // The path exists, the method does not (httplib reports it as an unknown route).
-            res.status = 405;
             res.set_header("Allow", allowed_methods(req.path));
             e = {405, "invalid_request_error",
                  "Method " + req.method + " is not allowed on " + req.path +
@@ -175,9 +176,7 @@ void install_routes(HttpServer::State& s) {
             e = {413, "invalid_request_error", "request body too large", "", "body_too_large"};
         else
             e.message = "HTTP error " + std::to_string(res.status);
-        s.metrics.count_request(endpoint_label(req.path), e.http_status);
-        res.set_content(req.path.rfind("/v1/messages", 0) == 0 ? anthropic_error_json(e) : e.to_json(),
-                        "application/json");
+        s.send_error(req.path, e, res);
     });
     http.set_exception_handler([&s](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
         s.send_error(req.path, from_status(core::internal_error("unexpected error handling the request")),
@@ -193,17 +192,7 @@ void install_routes(HttpServer::State& s) {
                 return s.send_error(req.path, shutting_down(), res);
             }
             std::string body;
-            // glibc keeps what this worker frees (a large body, its parse, its tokens) in the worker's arena:
-            // after a large request, however it ends, hand that back so idle workers do not each hold their
-            // last peak.
-            struct TrimAfter {
-                std::string& body;
-                ~TrimAfter() {
-                    if (body.capacity() <= kTrimAfterBodyBytes) return;
-                    std::string().swap(body);
-                    malloc_trim(0);
-                }
-            } trim{body};
+            http::TrimAfterLargeBody trim(body);
             if (auto e =
                     http::read_body({s.config.max_body_bytes, s.config.body_timeout_ms}, req, reader, body)) {
                 res.set_header("Connection", "close"); // the rest of the body is never read
@@ -232,11 +221,6 @@ void install_routes(HttpServer::State& s) {
     http.Post("/v1/messages", post(handle_anthropic_messages));
     http.Post("/v1/messages/count_tokens", post(handle_anthropic_count_tokens));
     install_utility_routes(s, post);
-    http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
-        detail::json body = {{"object", "list"}, {"data", detail::json::array({model_card_json(s)})}};
-        s.metrics.count_request("/v1/models", 200);
-        res.set_content(detail::dump_json(body), "application/json");
-    });
     http.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
         bool draining = s.draining;
         res.status = draining ? 503 : 200;

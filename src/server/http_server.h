@@ -13,7 +13,7 @@
 #include "core/status.h"
 #include "http/access.h"
 #include "server/backend.h"
-#include "server/chat_defaults.h"
+#include "tokenizer/chat_defaults.h"
 
 namespace deepinfer::server {
 
@@ -39,7 +39,7 @@ struct ServerConfig {
     int heartbeat_ms = 500;          // idle streams write a keep-alive this often, which detects disconnects
     bool enable_test_hooks = false;  // honour deepinfer_test.forced_output (tests only)
     int max_n = 16;
-    ChatDefaults chat_defaults; // --default-chat-template-kwargs / --reasoning-effort
+    tokenizer::ChatDefaults chat_defaults; // --default-chat-template-kwargs / --reasoning-effort
 };
 
 // Who may call (http/access.h), for the CLI's flag handling.

@@ -66,11 +66,6 @@ void Histogram::observe(double v) {
     ++count_;
 }
 
-uint64_t Histogram::count() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return count_;
-}
-
 void Histogram::render(const std::string& name, std::string& out) const {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t cum = 0;
@@ -139,20 +134,18 @@ std::string ServerMetrics::render(const EngineStats& engine) const {
     header(out, "deepinfer_kv_cache_usage_ratio", "gauge", "Fraction of KV cache blocks in use.");
     out += "deepinfer_kv_cache_usage_ratio " + num(engine.kv_cache_usage) + "\n";
     header(out, "deepinfer_num_preemptions_total", "counter", "Requests preempted by the engine.");
-    out += "deepinfer_num_preemptions_total " + std::to_string(engine.preemptions) + "\n";
+    out += "deepinfer_num_preemptions_total " + std::to_string(engine.counters.preemptions) + "\n";
     header(out, "deepinfer_prefix_cache_queries_total", "counter",
            "Prompt tokens looked up in the prefix cache.");
-    out += "deepinfer_prefix_cache_queries_total " + std::to_string(engine.prefix_cache_queries) + "\n";
+    out +=
+        "deepinfer_prefix_cache_queries_total " + std::to_string(engine.counters.prefix_query_tokens) + "\n";
     header(out, "deepinfer_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
-    out += "deepinfer_prefix_cache_hits_total " + std::to_string(engine.prefix_cache_hits) + "\n";
+    out += "deepinfer_prefix_cache_hits_total " + std::to_string(engine.counters.prefix_hit_tokens) + "\n";
     header(out, "deepinfer_prefill_tokens_total", "counter",
            "Prompt tokens computed by the engine (the n completions of a request share one prefill).");
-    out += "deepinfer_prefill_tokens_total " + std::to_string(engine.prefill_tokens) + "\n";
+    out += "deepinfer_prefill_tokens_total " + std::to_string(engine.counters.prefill_tokens) + "\n";
     header(out, "deepinfer_prefix_cache_hit_rate", "gauge", "Prefix-cache hits / queries since start.");
-    double rate = engine.prefix_cache_queries
-                      ? static_cast<double>(engine.prefix_cache_hits) / engine.prefix_cache_queries
-                      : 0.0;
-    out += "deepinfer_prefix_cache_hit_rate " + num(rate) + "\n";
+    out += "deepinfer_prefix_cache_hit_rate " + num(engine.counters.prefix_hit_rate()) + "\n";
     if (engine.ops) render_ops(*engine.ops, out);
     out += engine.extra_metrics;
     // Process memory: the load test checks that it returns to its baseline after bursts of requests.

@@ -19,7 +19,6 @@ public:
     void observe(double v);
     // Appends name_bucket{le=...}, name_sum and name_count lines.
     void render(const std::string& name, std::string& out) const;
-    uint64_t count() const;
 
 private:
     std::vector<double> bounds_;

@@ -9,44 +9,13 @@
 #include <vector>
 
 #include "server/json_fields.h"
-#include "server/request_parser_internal.h"
+#include "structured/regex.h"
 
 namespace deepinfer::server {
 
 using detail::FieldErrors;
 using detail::json;
 using detail::present;
-
-std::string json_shape_problem(std::string_view body, const ParserLimits& limits) {
-    std::vector<int> members; // per open container: -1 for arrays, member count for objects
-    long long total = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < body.size(); ++i) {
-        char c = body[i];
-        if (in_string) {
-            if (c == '\\')
-                ++i;
-            else if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            members.push_back(c == '[' ? -1 : 0);
-            if (static_cast<int>(members.size()) > limits.max_depth) {
-                return "request body is nested deeper than " + std::to_string(limits.max_depth) + " levels";
-            }
-        } else if (c == ']' || c == '}') {
-            if (!members.empty()) members.pop_back();
-        } else if (c == ':' && !members.empty() && members.back() >= 0) {
-            if (++members.back() > limits.max_object_members || ++total > limits.max_total_members) {
-                return "request body has objects with too many members";
-            }
-        }
-    }
-    return {};
-}
 
 namespace detail {
 
@@ -68,25 +37,6 @@ std::optional<json> parse_body(std::string_view body, const ParserLimits& limits
 }
 
 namespace {
-
-// GBNF literal for `text`: quotes, backslashes and control bytes escaped.
-std::string gbnf_literal(const std::string& text) {
-    std::string out = "\"";
-    for (unsigned char c : text) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += static_cast<char>(c);
-        } else if (c < 0x20 || c == 0x7f) {
-            const char* hex = "0123456789ABCDEF";
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out + "\"";
-}
 
 // vLLM's guided_json / guided_regex / guided_grammar / guided_choice, also nested as
 // structured_outputs.{json, regex, grammar, choice}: at most one.
@@ -122,12 +72,12 @@ bool parse_guided(const json& j, OutputConstraint& c, FieldErrors& err) {
         } else {
             return err.fail(name, "'" + name + "' must be a JSON schema (an object or its JSON text)");
         }
-        c.kind = OutputConstraint::Kind::kJsonSchema;
+        c.kind = engine::GrammarKind::kJsonSchema;
     } else if (kind == "regex" || kind == "grammar") {
         if (!v->is_string() || v->get<std::string>().empty())
             return err.fail(name, "'" + name + "' must be a non-empty string");
         c.source = v->get<std::string>();
-        c.kind = kind == "regex" ? OutputConstraint::Kind::kRegex : OutputConstraint::Kind::kGrammar;
+        c.kind = kind == "regex" ? engine::GrammarKind::kRegex : engine::GrammarKind::kGbnf;
     } else { // choice: an alternation of literals
         if (!v->is_array() || v->empty())
             return err.fail(name, "'" + name + "' must be a non-empty list of strings");
@@ -135,10 +85,10 @@ bool parse_guided(const json& j, OutputConstraint& c, FieldErrors& err) {
         for (const auto& e : *v) {
             if (!e.is_string() || e.get<std::string>().empty())
                 return err.fail(name, "'" + name + "' must be a non-empty list of non-empty strings");
-            alt += (alt.empty() ? "" : " | ") + gbnf_literal(e.get<std::string>());
+            alt += (alt.empty() ? "" : " | ") + structured::gbnf_literal(e.get<std::string>());
         }
         c.source = "root ::= " + alt + "\n";
-        c.kind = OutputConstraint::Kind::kGrammar;
+        c.kind = engine::GrammarKind::kGbnf;
     }
     return true;
 }

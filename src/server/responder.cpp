@@ -89,13 +89,8 @@ bool Responder::step(httplib::DataSink& sink) {
     if (s_.cut && !gen_->done()) { // the server's drain timed out: end with an error now
         gen_->abort_all();
         if (error_.ok()) error_ = core::unavailable("the server is shutting down (drain timeout reached)");
-        buf += finale();
-        completed_ = true;
-        if (!sink.write(buf.data(), buf.size())) return false;
-        sink.done();
-        return true;
     }
-    if (gen_->done()) {
+    if (gen_->done() || s_.cut) {
         buf += finale();
         completed_ = true;
         if (!sink.write(buf.data(), buf.size())) return false;
@@ -119,8 +114,10 @@ void Responder::on_release(bool success) {
     gen_->abort_all();
     bool ok = success && completed_;
     s_.metrics.count_request(endpoint_, ok ? 200 : 499);
-    if (ok) s_.metrics.observe_e2e(seconds_since(start_));
-    if (!ok) {
+    if (ok) {
+        s_.metrics.observe_e2e(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    } else {
         DI_LOG(Info) << meta_.id << ": client disconnected; request aborted";
     }
     s_.release();

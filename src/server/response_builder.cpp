@@ -13,6 +13,17 @@ json bytes_of(const std::string& s) {
 json finish_json(const std::optional<std::string>& f) {
     return f ? json(*f) : json(nullptr);
 }
+// The object every response and stream chunk is: its id, type, creation time, model, choices and (unless
+// null) usage.
+json envelope(const ResponseMeta& meta, const char* object, json choices, json usage = nullptr) {
+    json j = {{"id", meta.id},
+              {"object", object},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"choices", std::move(choices)}};
+    if (!usage.is_null()) j["usage"] = std::move(usage);
+    return j;
+}
 } // namespace
 
 json usage_json(const Usage& u) {
@@ -122,13 +133,7 @@ json chat_completion_json(const ResponseMeta& meta, const std::vector<ChatChoice
         const auto& c = choices[i];
         json msg = {{"role", "assistant"}};
         msg["content"] = c.content.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.content);
-        if (!c.reasoning.empty()) {
-            msg["reasoning_content"] = c.reasoning;
-            msg["reasoning"] = c.reasoning;
-        } else {
-            msg["reasoning_content"] = nullptr;
-            msg["reasoning"] = nullptr;
-        }
+        msg["reasoning_content"] = msg["reasoning"] = c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
         if (!c.tool_calls.empty()) {
             json tcs = json::array();
             for (const auto& tc : c.tool_calls) {
@@ -144,8 +149,7 @@ json chat_completion_json(const ResponseMeta& meta, const std::vector<ChatChoice
              {"logprobs", with_logprobs ? chat_logprobs_json(c.logprobs, token_text) : json(nullptr)},
              {"finish_reason", c.finish_reason}});
     }
-    return {{"id", meta.id}, {"object", "chat.completion"}, {"created", meta.created}, {"model", meta.model},
-            {"choices", cs}, {"usage", usage_json(usage)}};
+    return envelope(meta, "chat.completion", std::move(cs), usage_json(usage));
 }
 
 json text_completion_json(const ResponseMeta& meta, const std::vector<TextChoiceResult>& choices,
@@ -161,8 +165,7 @@ json text_completion_json(const ResponseMeta& meta, const std::vector<TextChoice
         if (c.prompt_logprobs)
             cs.back()["prompt_logprobs"] = prompt_logprobs_json(*c.prompt_logprobs, token_text);
     }
-    return {{"id", meta.id}, {"object", "text_completion"}, {"created", meta.created}, {"model", meta.model},
-            {"choices", cs}, {"usage", usage_json(usage)}};
+    return envelope(meta, "text_completion", std::move(cs), usage_json(usage));
 }
 
 json chat_delta_json(const ParsedDelta& d, bool first) {
@@ -200,11 +203,7 @@ json chunk_json(const ResponseMeta& meta, const char* object, int index, const c
                    {key, std::move(value)},
                    {"logprobs", std::move(logprobs)},
                    {"finish_reason", finish_json(finish)}};
-    return {{"id", meta.id},
-            {"object", object},
-            {"created", meta.created},
-            {"model", meta.model},
-            {"choices", json::array({choice})}};
+    return envelope(meta, object, json::array({std::move(choice)}));
 }
 } // namespace
 
@@ -220,8 +219,7 @@ json text_chunk_json(const ResponseMeta& meta, int index, const std::string& tex
 }
 
 json usage_chunk_json(const ResponseMeta& meta, const char* object, const Usage& usage) {
-    return {{"id", meta.id},       {"object", object},         {"created", meta.created},
-            {"model", meta.model}, {"choices", json::array()}, {"usage", usage_json(usage)}};
+    return envelope(meta, object, json::array(), usage_json(usage));
 }
 
 std::string sse_event(const json& j) {

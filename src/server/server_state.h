@@ -76,15 +76,9 @@ std::string anthropic_error_json(const ApiError& e);
 // A POST route: the body read within the limits (http_server.cpp), then `handler`.
 using BodyHandler = void (*)(HttpServer::State&, const std::string&, httplib::Response&);
 using PostRoute = std::function<httplib::Server::HandlerWithContentReader(BodyHandler)>;
-// utility_routes.cpp: /tokenize, /detokenize, /version, /v1/models/{id}.
+// utility_routes.cpp: /tokenize, /detokenize, /version, /v1/models, /v1/models/{id}.
 void install_utility_routes(HttpServer::State& s, const PostRoute& post);
-// The served model's /v1/models entry.
-nlohmann::ordered_json model_card_json(const HttpServer::State& s);
 // "POST", "GET, HEAD", or "" for a path that is no route (the Allow header of a 405).
 std::string allowed_methods(const std::string& path);
-
-inline double seconds_since(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 } // namespace deepinfer::server

@@ -1,5 +1,6 @@
 // The endpoints beside generation: POST /tokenize and /detokenize (vLLM's shapes), GET /version,
-// GET /v1/models/{id}, and the methods each path allows (a wrong method -> 405 with an Allow header).
+// GET /v1/models and /v1/models/{id}, and the methods each path allows (a wrong method -> 405 with an Allow
+// header).
 
 #include <string_view>
 
@@ -48,13 +49,9 @@ void handle_tokenize(HttpServer::State& s, const std::string& body, httplib::Res
         // The chat request parser validates messages, tools and thinking fields exactly as for generation.
         j["model"] = s.model_name;
         bool add_generation_prompt = true;
-        if (detail::present(j, "add_generation_prompt")) {
-            if (!j.at("add_generation_prompt").is_boolean())
-                return s.send_error(
-                    kEndpoint,
-                    invalid_param("add_generation_prompt", "'add_generation_prompt' must be a boolean"), res);
-            add_generation_prompt = j.at("add_generation_prompt").get<bool>();
-        }
+        detail::FieldErrors err;
+        if (!detail::read_bool(j, "add_generation_prompt", add_generation_prompt, err))
+            return s.send_error(kEndpoint, err.error(), res);
         auto parsed = parse_chat_request(detail::dump_json(j), s.limits);
         if (auto* e = std::get_if<ApiError>(&parsed)) return s.send_error(kEndpoint, *e, res);
         ChatRequest& r = std::get<ChatRequest>(parsed);
@@ -63,15 +60,10 @@ void handle_tokenize(HttpServer::State& s, const std::string& body, httplib::Res
         if (!ids.ok()) return s.send_error(kEndpoint, from_status(ids.status(), "messages"), res);
     }
     json out = {{"count", ids->size()}, {"max_model_len", s.backend.context_length()}, {"tokens", *ids}};
-    bool strs = false;
-    if (detail::present(j, "return_token_strs") && j.at("return_token_strs").is_boolean())
-        strs = j.at("return_token_strs").get<bool>();
-    if (strs) {
-        json t = json::array();
-        for (int32_t id : *ids) t.push_back(s.backend.token_text(id));
-        out["token_strs"] = std::move(t);
-    } else {
-        out["token_strs"] = nullptr;
+    out["token_strs"] = nullptr;
+    if (detail::present(j, "return_token_strs") && j.at("return_token_strs") == true) {
+        out["token_strs"] = json::array();
+        for (int32_t id : *ids) out["token_strs"].push_back(s.backend.token_text(id));
     }
     s.metrics.count_request(kEndpoint, 200);
     res.set_content(detail::dump_json(out), "application/json");
@@ -105,13 +97,13 @@ void handle_detokenize(HttpServer::State& s, const std::string& body, httplib::R
     res.set_content(detail::dump_json(json{{"prompt", text}}), "application/json");
 }
 
-} // namespace
-
 json model_card_json(const HttpServer::State& s) {
     return json{{"id", s.model_name},      {"object", "model"},
                 {"created", s.start_time}, {"owned_by", "deepinfer"},
                 {"root", s.model_name},    {"max_model_len", s.backend.context_length()}};
 }
+
+} // namespace
 
 std::string allowed_methods(const std::string& path) {
     for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/messages",
@@ -129,6 +121,12 @@ void install_utility_routes(HttpServer::State& s, const PostRoute& post) {
     s.http.Get("/version", [&s](const httplib::Request&, httplib::Response& res) {
         s.metrics.count_request("/version", 200);
         res.set_content(detail::dump_json(json{{"version", kVersion}}), "application/json");
+    });
+    s.http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
+        s.metrics.count_request("/v1/models", 200);
+        res.set_content(
+            detail::dump_json(json{{"object", "list"}, {"data", json::array({model_card_json(s)})}}),
+            "application/json");
     });
     s.http.Get(R"(/v1/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
         const std::string id = req.matches[1];

@@ -24,6 +24,25 @@ TEST(Access, BearerSchemeIsCaseInsensitiveAndTheKeyExact) {
     EXPECT_FALSE(authorization_matches("Bearer ", "")); // an empty key never authorizes
 }
 
+TEST(Access, HostAllowedIgnoresThePortAndCaseAndAllowsAnyWhenTheListIsEmpty) {
+    const std::vector<std::string> loopback = {"localhost", "127.0.0.1", "::1"};
+    EXPECT_TRUE(http::host_allowed(loopback, "LOCALHOST:8000"));
+    EXPECT_TRUE(http::host_allowed(loopback, "[::1]:80"));
+    EXPECT_FALSE(http::host_allowed(loopback, "evil.example:8000"));
+    EXPECT_FALSE(http::host_allowed(loopback, ""));
+    EXPECT_TRUE(http::host_allowed({}, "evil.example"));
+}
+
+TEST(Access, KeyPresentedAsBearerOrAnthropicHeader) {
+    const std::string right = "k3y", wrong = "nope";
+    EXPECT_TRUE(http::key_presented("Bearer k3y", nullptr, "k3y"));
+    EXPECT_TRUE(http::key_presented("", &right, "k3y"));
+    EXPECT_TRUE(http::key_presented("Bearer nope", &right, "k3y"));
+    EXPECT_FALSE(http::key_presented("Bearer nope", &wrong, "k3y"));
+    EXPECT_FALSE(http::key_presented("", nullptr, "k3y"));
+    EXPECT_FALSE(http::key_presented("Bearer ", nullptr, "")); // an empty key never authorizes
+}
+
 TEST(Access, HostNameOfAHostHeader) {
     EXPECT_EQ(host_name_of("Example.COM:8000"), "example.com");
     EXPECT_EQ(host_name_of("localhost"), "localhost");

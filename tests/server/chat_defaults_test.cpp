@@ -1,6 +1,6 @@
-// DeepSeek's thinking defaults (server/chat_defaults.h) and how the chat parser applies them.
+// DeepSeek's thinking defaults (tokenizer/chat_defaults.h) and how the chat parser applies them.
 
-#include "server/chat_defaults.h"
+#include "tokenizer/chat_defaults.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +14,11 @@ namespace deepinfer::server {
 namespace {
 
 using ojson = nlohmann::ordered_json;
+using tokenizer::chat_defaults_from_flags;
+using tokenizer::ChatDefaults;
+using tokenizer::FieldError;
+using tokenizer::thinking_of_request;
+using tokenizer::ThinkingChoice;
 
 ThinkingChoice choice_of(const std::string& request, const ChatDefaults& d = {}) {
     auto c = thinking_of_request(ojson::parse(request), d);
@@ -60,12 +65,12 @@ TEST(ChatDefaults, ServerDefaultsApplyOnlyWhereTheRequestIsSilent) {
 
 TEST(ChatDefaults, BadRequestFieldsNameTheField) {
     auto bad = thinking_of_request(ojson::parse(R"({"reasoning_effort": "ultra"})"), {});
-    ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
-    EXPECT_EQ(std::get<ApiError>(bad).param, "reasoning_effort");
-    EXPECT_NE(std::get<ApiError>(bad).message.find("ultra"), std::string::npos);
+    ASSERT_TRUE(std::holds_alternative<FieldError>(bad));
+    EXPECT_EQ(std::get<FieldError>(bad).field, "reasoning_effort");
+    EXPECT_NE(std::get<FieldError>(bad).message.find("ultra"), std::string::npos);
     bad = thinking_of_request(ojson::parse(R"({"chat_template_kwargs": {"thinking": "yes"}})"), {});
-    ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
-    EXPECT_EQ(std::get<ApiError>(bad).param, "chat_template_kwargs.thinking");
+    ASSERT_TRUE(std::holds_alternative<FieldError>(bad));
+    EXPECT_EQ(std::get<FieldError>(bad).field, "chat_template_kwargs.thinking");
 }
 
 TEST(ChatDefaults, ServerFlags) {

@@ -8,8 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "request_queue.h"
 #include "server/engine_backend_text.h"
-#include "server/request_queue.h"
 #include "tokenizer/utf8.h"
 
 namespace deepinfer::server {
@@ -320,8 +320,8 @@ EngineStats FakeBackend::stats() const {
         for (int g : r.generated) tokens += g;
     }
     s.kv_cache_usage = static_cast<double>(tokens) / config_.kv_capacity_tokens;
-    s.prefix_cache_queries = impl_->prefix_queries;
-    s.prefill_tokens = impl_->prefill_tokens;
+    s.counters.prefix_query_tokens = static_cast<int64_t>(impl_->prefix_queries);
+    s.counters.prefill_tokens = static_cast<int64_t>(impl_->prefill_tokens);
     return s;
 }
 

@@ -101,7 +101,7 @@ std::vector<std::string> utf8_cases() {
 // the tokenizer's lossy repair (one U+FFFD per maximal ill-formed subpart), on every detokenizer the server
 // runs: the byte-level codec of the test models, the fake backend, and the whole choice pipeline.
 TEST(Utf8, StreamedTextEqualsAFullDecode) {
-    auto codec = detail::make_byte_codec(0, 1);
+    auto codec = tokenizer::make_byte_codec(0, 1);
     FakeBackend fake;
     for (const std::string& bytes : utf8_cases()) {
         const std::string full = tokenizer::utf8::sanitize(bytes);
@@ -215,10 +215,10 @@ TEST(Generation, SeededChoicesReproduceAndStopStringsAbortTheEngineRequest) {
     std::string c = run("r3", {stop})[0].first;
     EXPECT_EQ(c, a.substr(0, a.find(stop)));
     // n = 3: one engine request, three choices; the first reproduces the n = 1 run, the others differ.
-    uint64_t prefill_before = b.stats().prefill_tokens;
+    int64_t prefill_before = b.stats().counters.prefill_tokens;
     auto three = run("r4", {}, 3);
     ASSERT_EQ(three.size(), 3u);
-    EXPECT_EQ(b.stats().prefill_tokens - prefill_before, ids(b, "p").size());
+    EXPECT_EQ(static_cast<size_t>(b.stats().counters.prefill_tokens - prefill_before), ids(b, "p").size());
     EXPECT_EQ(three[0].first, a);
     EXPECT_NE(three[1].first, three[0].first);
     EXPECT_NE(three[2].first, three[1].first);
@@ -238,8 +238,8 @@ TEST(Metrics, RendersCountersHistogramsAndEngineGauges) {
     m.observe_ttft(100.0);
     EngineStats es;
     es.running = 2;
-    es.prefix_cache_queries = 10;
-    es.prefix_cache_hits = 4;
+    es.counters.prefix_query_tokens = 10;
+    es.counters.prefix_hit_tokens = 4;
     std::string t = m.render(es);
     EXPECT_NE(t.find("deepinfer_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2\n"),
               std::string::npos);

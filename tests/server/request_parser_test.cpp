@@ -189,7 +189,7 @@ TEST(ChatParser, ResponseFormat) {
 }
 
 TEST(ChatParser, ConstraintsBecomeOneOutputConstraint) {
-    using Kind = OutputConstraint::Kind;
+    using Kind = engine::GrammarKind;
     auto r = chat_ok("{" + kMsgs + R"(,"response_format":{"type":"json_object"},"thinking":true})");
     EXPECT_EQ(r.common.constraint.kind, Kind::kJsonObject);
     EXPECT_EQ(r.common.constraint.field, "response_format");
@@ -211,13 +211,13 @@ TEST(ChatParser, ConstraintsBecomeOneOutputConstraint) {
     EXPECT_EQ(r.common.constraint.field, "structured_outputs.regex");
     EXPECT_EQ(r.common.constraint.source, "a+");
     r = chat_ok("{" + kMsgs + R"(,"guided_choice":["a\"b","c\\d","\n"]})");
-    EXPECT_EQ(r.common.constraint.kind, Kind::kGrammar);
+    EXPECT_EQ(r.common.constraint.kind, Kind::kGbnf);
     EXPECT_EQ(r.common.constraint.source, "root ::= \"a\\\"b\" | \"c\\\\d\" | \"\\x0A\"\n");
     const std::string tools =
         R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}},)"
         R"({"type":"function","function":{"name":"g"}}])";
     r = chat_ok("{" + kMsgs + tools + R"(,"tool_choice":"required","parallel_tool_calls":false})");
-    EXPECT_EQ(r.common.constraint.kind, Kind::kTools);
+    EXPECT_EQ(r.common.constraint.kind, Kind::kDsmlTools);
     EXPECT_TRUE(r.common.constraint.single_call);
     EXPECT_EQ(r.common.constraint.only_tool, "");
     EXPECT_EQ(r.common.constraint.source,
@@ -226,7 +226,7 @@ TEST(ChatParser, ConstraintsBecomeOneOutputConstraint) {
     EXPECT_EQ(r.common.constraint.only_tool, "g");
     EXPECT_FALSE(r.common.constraint.single_call);
     r = chat_ok("{" + kMsgs + tools + R"(,"tool_choice":"auto"})");
-    EXPECT_EQ(r.common.constraint.kind, Kind::kNone);
+    EXPECT_FALSE(r.common.constraint.kind.has_value());
 
     for (auto [extra, param] : std::vector<std::pair<std::string, std::string>>{
              {R"(,"guided_regex":"a","guided_choice":["b"])", "guided_choice"},

@@ -1,10 +1,10 @@
-#include "server/chat_defaults.h"
+#include "tokenizer/chat_defaults.h"
 
 #include <vector>
 
-namespace deepinfer::server {
+namespace deepinfer::tokenizer {
 
-using json = nlohmann::ordered_json;
+using json = Json;
 
 std::optional<std::string> normalize_reasoning_effort(std::string_view name) {
     if (name == "none") return std::string();
@@ -39,21 +39,21 @@ struct Fields {
 };
 
 // Reads the thinking fields of `obj`; `prefix` names them in errors ("" or "chat_template_kwargs.").
-std::optional<ApiError> read_fields(const json& obj, const std::string& prefix, Fields& f) {
+std::optional<FieldError> read_fields(const json& obj, const std::string& prefix, Fields& f) {
     for (const char* key : {"thinking", "enable_thinking"}) {
         if (!present(obj, key)) continue;
         auto v = thinking_value(obj.at(key));
         if (!v) {
-            return invalid_param(prefix + key,
-                                 "'" + prefix + key +
-                                     "' must be a boolean or {\"type\": \"enabled\"|\"disabled\"}");
+            return FieldError{prefix + key,
+                              "'" + prefix + key +
+                                  "' must be a boolean or {\"type\": \"enabled\"|\"disabled\"}"};
         }
         f.thinking = *v;
     }
     if (present(obj, "reasoning_effort")) {
         if (!obj.at("reasoning_effort").is_string()) {
-            return invalid_param(prefix + "reasoning_effort",
-                                 "'" + prefix + "reasoning_effort' must be a string");
+            return FieldError{prefix + "reasoning_effort",
+                              "'" + prefix + "reasoning_effort' must be a string"};
         }
         f.effort = obj.at("reasoning_effort").get<std::string>();
     }
@@ -110,14 +110,14 @@ core::Result<ChatDefaults> chat_defaults_from_flags(const std::optional<std::str
     return d;
 }
 
-std::variant<ThinkingChoice, ApiError> thinking_of_request(const json& request,
-                                                           const ChatDefaults& defaults) {
+std::variant<ThinkingChoice, FieldError> thinking_of_request(const json& request,
+                                                             const ChatDefaults& defaults) {
     Fields f;
     if (auto e = read_fields(request, "", f)) return *e;
     if (present(request, "chat_template_kwargs")) {
         const json& k = request.at("chat_template_kwargs");
         if (!k.is_object())
-            return invalid_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+            return FieldError{"chat_template_kwargs", "'chat_template_kwargs' must be an object"};
         if (auto e = read_fields(k, "chat_template_kwargs.", f)) return *e;
     }
     ThinkingChoice c;
@@ -126,9 +126,9 @@ std::variant<ThinkingChoice, ApiError> thinking_of_request(const json& request,
     if (f.effort) {
         auto norm = normalize_reasoning_effort(*f.effort);
         if (!norm) {
-            return invalid_param("reasoning_effort", "'reasoning_effort' must be one of " +
-                                                         std::string(kEffortNames) + "; got '" + *f.effort +
-                                                         "'");
+            return FieldError{"reasoning_effort", "'reasoning_effort' must be one of " +
+                                                      std::string(kEffortNames) + "; got '" + *f.effort +
+                                                      "'"};
         }
         if (norm->empty()) {
             c.thinking = false;
@@ -141,4 +141,4 @@ std::variant<ThinkingChoice, ApiError> thinking_of_request(const json& request,
     return c;
 }
 
-} // namespace deepinfer::server
+} // namespace deepinfer::tokenizer

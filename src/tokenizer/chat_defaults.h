@@ -2,19 +2,18 @@
 // A chat request's thinking mode: what its thinking fields ask for, and DeepSeek's defaults for what they
 // leave out. DeepSeek's API and vLLM render a request that says nothing about thinking in thinking mode with
 // effort high; `serve --default-chat-template-kwargs` / `--reasoning-effort` (vLLM's flag names) change the
-// server-wide default, and `render-chat` takes the same flags so it renders what the server would.
+// server-wide default, and `render-chat` takes the same flags (and this code) so it renders what the server
+// would.
 
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 
-#include <nlohmann/json.hpp>
-
 #include "core/status.h"
-#include "server/api_error.h"
+#include "tokenizer/chat_encoding.h"
 
-namespace deepinfer::server {
+namespace deepinfer::tokenizer {
 
 // What a request without thinking fields gets.
 struct ChatDefaults {
@@ -25,6 +24,19 @@ struct ChatDefaults {
 struct ThinkingChoice {
     bool thinking = true;
     std::string reasoning_effort; // "" (thinking off), "high" or "max"
+    // The encoder's mode: thinking without an effort name renders no effort prompt (kThinkingLow).
+    ThinkingMode mode() const {
+        return !thinking                    ? ThinkingMode::kNonThinking
+               : reasoning_effort == "max"  ? ThinkingMode::kThinkingMax
+               : reasoning_effort == "high" ? ThinkingMode::kThinkingHigh
+                                            : ThinkingMode::kThinkingLow;
+    }
+};
+
+// A request field at fault: its name ("chat_template_kwargs.thinking") and what is wrong with it.
+struct FieldError {
+    std::string field;
+    std::string message;
 };
 
 // DeepSeek's API mapping of reasoning_effort names: none -> "" (thinking off); minimal, low, medium, high ->
@@ -41,7 +53,7 @@ core::Result<ChatDefaults> chat_defaults_from_flags(const std::optional<std::str
 // "enabled"|"disabled"}), `enable_thinking`, `reasoning_effort`, and the same inside `chat_template_kwargs`
 // (which wins). Unset parts come from `defaults`; an effort without a thinking field turns thinking on
 // (none turns it off); thinking without an effort gets the default effort. Errors name the field.
-std::variant<ThinkingChoice, ApiError> thinking_of_request(const nlohmann::ordered_json& request,
-                                                           const ChatDefaults& defaults);
+std::variant<ThinkingChoice, FieldError> thinking_of_request(const Json& request,
+                                                             const ChatDefaults& defaults);
 
-} // namespace deepinfer::server
+} // namespace deepinfer::tokenizer

@@ -1,6 +1,6 @@
 #pragma once
-// A bounded multi-producer queue: HTTP threads push, one engine loop drains. try_push fails when full,
-// which the server reports as 429.
+// A bounded multi-producer queue: HTTP threads push, the fake backend's engine loop drains (test tree only:
+// the engine backend queues in engine::AsyncEngine). try_push fails when full.
 
 #include <chrono>
 #include <condition_variable>
