@@ -219,26 +219,35 @@ TEST_F(HttpServerTest, ShutdownDrainsThenEndsStreamsWithAnErrorAndDone) {
     FakeBackendConfig fake;
     fake.step_delay_us = 5000;
     ServerConfig cfg;
-    cfg.drain_timeout_ms = 1000;
+    cfg.drain_timeout_ms = 4000;
     start(cfg, fake);
-    // Two short streams finish during the drain; two long ones are cut when it times out.
+    // Two short streams finish during the drain; two long ones are cut when it times out. The long ones are
+    // started first and the short ones are long enough (100 steps of 5 ms) that all four are live together
+    // even on a loaded machine (with 5 tokens the short ones could finish before the long ones arrived).
     std::vector<std::string> bodies(4);
     std::vector<std::thread> clients;
-    for (int i = 0; i < 4; ++i) {
+    auto launch = [this, &bodies, &clients](int i) {
         clients.emplace_back([this, i, &bodies] {
             json body = {{"model", "fake-v4"},
                          {"prompt", "p" + std::to_string(i)},
                          {"stream", true},
-                         {"max_tokens", i < 2 ? 5 : 3000}};
+                         {"max_tokens", i < 2 ? 100 : 3000}};
             httplib::Client c("127.0.0.1", port_);
             c.set_read_timeout(30);
             auto r = c.Post("/v1/completions", body.dump(), "application/json");
             if (r) bodies[i] = r->body;
         });
-    }
-    for (int i = 0; i < 500 && backend_->live_requests() < 4; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    };
+    auto wait_live = [this](int n) {
+        for (int i = 0; i < 2000 && backend_->live_requests() < n; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    };
+    launch(2);
+    launch(3);
+    wait_live(2);
+    launch(0);
+    launch(1);
+    wait_live(4);
     ASSERT_EQ(backend_->live_requests(), 4);
     server_->shutdown("test shutdown");
     thread_.join(); // serve() returned
