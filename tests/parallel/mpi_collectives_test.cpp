@@ -5,9 +5,10 @@
 #include "parallel/expert_load.h"
 #include "parallel/handshake.h"
 #include "parallel/layout_groups.h"
-#include "parallel/mpi_runtime.h"
 #include "parallel/parallel_layout.h"
 #include "parallel/step_channel.h"
+
+#include "mpi_test_main.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +20,7 @@
 namespace deepinfer::parallel {
 namespace {
 
-Communicator* g_world = nullptr;
+using mpi_test::g_world;
 
 Communicator& world() {
     return *g_world;
@@ -316,59 +317,3 @@ TEST(ExpertLoad, CountsAreSummedOverRanks) {
 
 } // namespace
 } // namespace deepinfer::parallel
-
-namespace {
-class FailurePrinter : public ::testing::EmptyTestEventListener {
-public:
-    explicit FailurePrinter(int rank) : rank_(rank) {}
-    void OnTestPartResult(const ::testing::TestPartResult& r) override {
-        if (r.failed()) {
-            std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?",
-                         r.line_number(), r.message());
-        }
-    }
-
-private:
-    int rank_;
-};
-} // namespace
-
-int main(int argc, char** argv) {
-    using namespace deepinfer::parallel;
-    auto rt = MpiRuntime::init(&argc, &argv);
-    if (!rt.ok()) {
-        std::fprintf(stderr, "%s\n", rt.status().to_string().c_str());
-        return 2;
-    }
-    ::testing::InitGoogleTest(&argc, argv);
-    int rc = 0;
-    {
-        auto w = (*rt)->world(std::chrono::milliseconds(20000));
-        if (!w.ok()) {
-            std::fprintf(stderr, "%s\n", w.status().to_string().c_str());
-            return 2;
-        }
-        g_world = w->get();
-        if (g_world->rank() != 0) {
-            // Only failures from the other ranks: the per-test lines of N ranks would interleave.
-            auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-            delete listeners.Release(listeners.default_result_printer());
-            listeners.Append(new FailurePrinter(g_world->rank()));
-        }
-        rc = RUN_ALL_TESTS();
-        // Every rank reports its verdict; rank 0 prints which ranks failed.
-        std::int64_t mine[1] = {rc};
-        std::vector<std::int64_t> all(g_world->size());
-        if (g_world->all_gather_i64(mine, all).ok()) {
-            for (int r = 0; r < g_world->size(); ++r) {
-                if (all[r] != 0 && g_world->rank() == 0) std::fprintf(stderr, "rank %d had failures\n", r);
-                if (all[r] != 0) rc = 1;
-            }
-        } else {
-            rc = 1;
-        }
-        g_world = nullptr;
-    }
-    if (!(*rt)->finalize().ok()) return 3;
-    return rc;
-}

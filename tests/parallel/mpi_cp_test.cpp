@@ -14,9 +14,9 @@
 #include "model/deepseek_v41/model.h"
 #include "model/sequence_runner.h"
 #include "parallel/layout_groups.h"
-#include "parallel/mpi_runtime.h"
 
 #include "../model/golden_util.h"
+#include "mpi_test_main.h"
 
 #include <gtest/gtest.h>
 
@@ -29,7 +29,7 @@
 namespace deepinfer::model::deepseek_v4 {
 namespace {
 
-parallel::Communicator* g_world = nullptr;
+using parallel::mpi_test::g_world;
 
 using testing::Goldens;
 using testing::source_path;
@@ -541,56 +541,5 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, MpiCp,
                              return s;
                          });
 
-class FailurePrinter : public ::testing::EmptyTestEventListener {
-public:
-    explicit FailurePrinter(int rank) : rank_(rank) {}
-    void OnTestPartResult(const ::testing::TestPartResult& r) override {
-        if (r.failed())
-            std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?",
-                         r.line_number(), r.summary());
-    }
-
-private:
-    int rank_;
-};
-
 } // namespace
 } // namespace deepinfer::model::deepseek_v4
-
-int main(int argc, char** argv) {
-    using namespace deepinfer;
-    auto rt = parallel::MpiRuntime::init(&argc, &argv);
-    if (!rt.ok()) {
-        std::fprintf(stderr, "%s\n", rt.status().to_string().c_str());
-        return 2;
-    }
-    ::testing::InitGoogleTest(&argc, argv);
-    int rc = 0;
-    {
-        auto w = (*rt)->world(std::chrono::milliseconds(20000));
-        if (!w.ok()) {
-            std::fprintf(stderr, "%s\n", w.status().to_string().c_str());
-            return 2;
-        }
-        model::deepseek_v4::g_world = w->get();
-        if ((*w)->rank() != 0) {
-            auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-            delete listeners.Release(listeners.default_result_printer());
-            listeners.Append(new model::deepseek_v4::FailurePrinter((*w)->rank()));
-        }
-        rc = RUN_ALL_TESTS();
-        std::int64_t mine[1] = {rc};
-        std::vector<std::int64_t> all((*w)->size());
-        if ((*w)->all_gather_i64(mine, all).ok()) {
-            for (int r = 0; r < (*w)->size(); ++r) {
-                if (all[r] != 0 && (*w)->rank() == 0) std::fprintf(stderr, "rank %d had failures\n", r);
-                if (all[r] != 0) rc = 1;
-            }
-        } else {
-            rc = 1;
-        }
-        model::deepseek_v4::g_world = nullptr;
-    }
-    if (!(*rt)->finalize().ok()) return 3;
-    return rc;
-}
