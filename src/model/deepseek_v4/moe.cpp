@@ -164,7 +164,7 @@ int64_t moe_shard_floats_per_token(const ModelConfig& c) {
     // Slots, replicated inputs, owners and unit weights, plus the experts op's scratch over T * K rows, plus
     // the split shared expert's (live rows, gate and up columns, the gathered intermediate twice, its
     // output columns; taken after the experts op released its own).
-    return (K + 1) * D + K * D + 2 * K + K * (2 * D + 2 * I + 3) + 3 * I + D + 1;
+    return (K + 1) * D + K * D + 2 * K + K * (2 * D + 2 * I + 3) + 3 * I + D + 2;
 }
 
 void moe_forward(kernels::Backend& be, const ModelConfig& c, const MoeWeights& w, const MoeRefs& refs,
