@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <span>
 #include <thread>
 
 namespace deepinfer::model::deepseek_v4 {
@@ -86,8 +87,11 @@ public:
             using deepseek_v41::DeepseekV41Model;
             auto m = DeepseekV41Model::load(dir_, spec);
             ASSERT_TRUE(m.ok()) << m.status().to_string();
-            const int64_t E = (*m)->config().n_routed_experts;
+            const auto& c = (*m)->config();
+            const int64_t E = c.n_routed_experts;
             EXPECT_EQ((*m)->expert_range(), std::make_pair(r * E / n, (r + 1) * E / n));
+            shared_macs_per_row_ = 3 * c.moe_intermediate_size * c.n_shared_experts * c.hidden_size;
+            layers_ = c.num_hidden_layers;
             shard_ = std::move(*m);
             if (g_world->rank() == 0) {
                 auto ref = DeepseekV41Model::load(dir_);
@@ -99,8 +103,11 @@ public:
         }
         auto m = DeepseekV4Model::load(dir_, spec);
         ASSERT_TRUE(m.ok()) << m.status().to_string();
-        const int64_t E = (*m)->config().n_routed_experts;
+        const ModelConfig& c = (*m)->config();
+        const int64_t E = c.n_routed_experts;
         EXPECT_EQ((*m)->expert_range(), std::make_pair(r * E / n, (r + 1) * E / n));
+        shared_macs_per_row_ = 3 * c.moe_intermediate_size * c.n_shared_experts * c.hidden_size;
+        layers_ = c.num_hidden_layers;
         // The shard binds fewer expert bytes than the whole model.
         EXPECT_LT((*m)->weights().resident_weight_bytes(),
                   DeepseekV4Model::load(dir_)->get()->weights().resident_weight_bytes());
@@ -121,6 +128,8 @@ public:
     std::string dir_;
     int tp_;
     bool v41_;
+    int64_t shared_macs_per_row_ = 0; // the shared expert's multiply-adds per row (w1, w3, w2)
+    int64_t layers_ = 0;              // MoE layers (every layer)
 };
 
 // Rank 0 runs `lead` against the shard (through LeaderLm) and the reference; the others follow.
@@ -264,6 +273,57 @@ TEST_P(MpiEp, BatchWithPaddingAndSlotCopyIsBitIdentical) {
             l = both(d);
         }
     });
+}
+
+// Which work each rank does, from the op census (kernels/profiler.h) of one prefill: with TP every rank's
+// sparse attention covers exactly 1/tp of the heads (its flops are the one-process flops / tp, the same
+// keys), and the shared expert no longer runs inside any rank's moe_experts op (split over the MoE group
+// through linear ops): the ranks' moe_experts flops sum to the one-process flops minus the shared expert's.
+TEST_P(MpiEp, RanksSplitHeadsAndSharedExpert) {
+    EpRun run(model(), tp());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const Goldens g(model());
+    const std::vector<int32_t> ids = g.ids("prompt.7.ids");
+    run.shard_->profiler()->set_enabled(true);
+    double ref_attn = 0, ref_moe = 0;
+    run_ep(run, [&](LeaderLm& leader) {
+        run.ref_->profiler()->set_enabled(true);
+        const int64_t blocks = (static_cast<int64_t>(ids.size()) + kBlockSize - 1) / kBlockSize;
+        for (CausalLm* lm : {static_cast<CausalLm*>(&leader), static_cast<CausalLm*>(run.ref_.get())}) {
+            ASSERT_TRUE(lm->configure_runtime({64, 1}).ok());
+            ASSERT_TRUE(lm->init_kv_cache({kBlockSize, blocks, 1}).ok());
+        }
+        std::vector<int32_t> table(blocks);
+        for (int32_t b = 0; b < blocks; ++b) table[b] = b;
+        SequenceRunner a(&leader, 0, table), b(run.ref_.get(), 0, table);
+        std::vector<float> la, lb;
+        ASSERT_TRUE(a.feed(ids, 0, false, &la).ok());
+        ASSERT_TRUE(b.feed(ids, 0, false, &lb).ok());
+        EXPECT_TRUE(same_bits(la, lb));
+        const kernels::ProfileSnapshot ref = run.ref_->profiler()->snapshot();
+        ref_attn = ref.ops[static_cast<size_t>(kernels::OpKind::kSparseAttention)].flops;
+        ref_moe = ref.ops[static_cast<size_t>(kernels::OpKind::kMoeExperts)].flops;
+    });
+    const kernels::ProfileSnapshot mine = run.shard_->profiler()->snapshot();
+    // Whole numbers below 2^53: exact in doubles, moved as bytes.
+    const double local[2] = {mine.ops[static_cast<size_t>(kernels::OpKind::kSparseAttention)].flops,
+                             mine.ops[static_cast<size_t>(kernels::OpKind::kMoeExperts)].flops};
+    std::vector<double> all(2 * g_world->size());
+    ASSERT_TRUE(g_world
+                    ->all_gather(std::as_bytes(std::span<const double>(local, 2)),
+                                 std::as_writable_bytes(std::span<double>(all)))
+                    .ok());
+    if (g_world->rank() != 0) return;
+    ASSERT_GT(ref_attn, 0);
+    const double shared = 2.0 * static_cast<double>(ids.size()) * run.shared_macs_per_row_ * run.layers_;
+    double moe_sum = 0;
+    for (int r = 0; r < g_world->size(); ++r) {
+        EXPECT_EQ(all[2 * r] * tp(), ref_attn) << "rank " << r << " attention heads";
+        moe_sum += all[2 * r + 1];
+    }
+    EXPECT_EQ(moe_sum, ref_moe - shared)
+        << "routed experts once over the group, the shared expert outside the op";
 }
 
 // A leader idle for longer than the deadline (a server with no requests) keeps its followers alive with

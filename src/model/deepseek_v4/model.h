@@ -25,7 +25,7 @@ namespace deepinfer::model::deepseek_v4 {
 
 // How this rank's model is sharded (docs/parallelism.md). Every rank holds the same tokens.
 //  * moe: the routed experts split over these ranks in contiguous ranges (rank r of n: [r*E/n, (r+1)*E/n)),
-//    the last rank the shared expert too (expert parallelism; with TP, the tp x ep ranks of the MoE group).
+//    the shared expert split over them (expert parallelism; with TP, the tp x ep ranks of the MoE group).
 //  * tp: attention heads, wo_b rows and the vocabulary split over these ranks (tensor_parallel.h).
 //  * cp: the sequences' KV blocks owned round-robin by these ranks, attention partials merged over them
 //    (context_parallel.h); with EP on CP the same ranks are the moe group.
@@ -38,8 +38,9 @@ struct ShardSpec {
 };
 
 // Binds a shard's groups to the shard state both families (V4, V4.1) keep: routed experts [first, last)
-// with the shared expert on the EP group's last rank and, with stats_interval, EP load statistics; the TP
-// and CP groups. Every collective failure of a forward lands in *status (docs/parallelism.md).
+// with the shared expert split over the group (on its last rank when it does not split) and, with
+// stats_interval, EP load statistics; the TP and CP groups. Every collective failure of a forward lands in
+// *status (docs/parallelism.md).
 void bind_shard(const ShardSpec& spec, int64_t n_routed_experts, int64_t first, int64_t last,
                 core::Status* status, MoeShard& moe, TpShard& tp, CpShard& cp,
                 std::unique_ptr<parallel::ExpertLoadStats>& expert_load);

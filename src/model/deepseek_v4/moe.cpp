@@ -1,6 +1,10 @@
 #include "model/deepseek_v4/moe.h"
 
 #include <algorithm>
+#include <span>
+#include <utility>
+
+#include "kernels/ops.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -10,6 +14,76 @@ MoeRefs make_moe_refs(const MoeWeights& w) {
     if (w.has_shared) r.shared = {&w.shared.w1, &w.shared.w2, &w.shared.w3};
     return r;
 }
+
+bool shared_expert_splits(const MoeShard& shard, const kernels::ExpertRef& shared, int64_t D) {
+    const int64_t n = shard.group ? shard.group->size() : 1, I = shared.w1->rows;
+    return n > 1 && I % n == 0 && D % n == 0 && shared.w3->rows == I && shared.w2->rows == D;
+}
+
+namespace {
+
+// The shared expert split over the MoE group (shared_expert_splits): rank r of n computes intermediate
+// columns [r I/n, (r+1) I/n) of w1 and w3 (rows of the weights) and their SwiGLU, the pieces are
+// all-gathered (bits, no sums), and rank r computes output columns [r D/n, (r+1) D/n) of w2 over the whole
+// intermediate. The live rows go through the same matmuls, in the same order and with the same inputs, as
+// the op's shared group in one process, so every element is the single-process value; shared_out [T, D]
+// gets this rank's output columns and zeros elsewhere (the slot all-reduce assembles them exactly).
+// xe: scratch [T, D].
+void shared_expert_split(kernels::Backend& be, const MoeShard& shard, const kernels::MoeExpertsParams& q,
+                         float* xe, float* shared_out) {
+    const int64_t T = q.T, D = q.D, I = q.shared->w1->rows, n = shard.group->size(), r = shard.group->rank();
+    const int64_t Ip = I / n, Dp = D / n;
+    kernels::Workspace& ws = be.workspace();
+    const kernels::Workspace::Mark mark = ws.mark();
+    int64_t* rows = ws.take<int64_t>(T); // [T] the live rows, ascending (the op's shared group)
+    int64_t live = 0;
+    for (int64_t t = 0; t < T; ++t)
+        if (!(q.skip && q.skip[t])) rows[live++] = t;
+    std::fill_n(shared_out, T * D, 0.0f);
+    float* g = ws.take<float>(live * Ip);   // [live, I/n] gate, then SwiGLU
+    float* u = ws.take<float>(live * Ip);   // [live, I/n] up
+    float* recv = ws.take<float>(live * I); // [n, live, I/n] every rank's SwiGLU columns
+    float* hid = ws.take<float>(live * I);  // [live, I]
+    float* ye = ws.take<float>(live * Dp);  // [live, D/n] this rank's output columns
+    for (int64_t i = 0; i < live; ++i) std::copy_n(q.x + rows[i] * D, D, xe + i * D);
+    // Every rank enters the gather, with or without live rows (a collective).
+    if (live > 0) {
+        for (auto [w, y] : {std::pair{q.shared->w1, g}, std::pair{q.shared->w3, u}}) {
+            kernels::MatmulArgs a = kernels::linear_args(xe, live, *w, y);
+            a.row_begin = r * Ip;
+            a.row_end = (r + 1) * Ip;
+            a.ldy = Ip;
+            be.linear(a);
+        }
+        const float limit = q.swiglu_limit; // the op's clamped SwiGLU (kernels/cpu/moe.cpp), element-wise
+        for (int64_t i = 0; i < live * Ip; ++i) {
+            float gi = g[i], ui = u[i];
+            if (limit > 0.0f) {
+                gi = std::min(gi, limit);
+                ui = std::clamp(ui, -limit, limit);
+            }
+            g[i] = kernels::silu(gi) * ui;
+        }
+    }
+    core::Status st = shard.group->all_gather_f32(std::span<const float>(g, static_cast<size_t>(live * Ip)),
+                                                  std::span<float>(recv, static_cast<size_t>(live * I)));
+    if (!st.ok() && shard.status && shard.status->ok())
+        *shard.status = st.with_context("MoE shared expert gather");
+    if (live > 0) {
+        for (int64_t k = 0; k < n; ++k)
+            for (int64_t i = 0; i < live; ++i)
+                std::copy_n(recv + (k * live + i) * Ip, Ip, hid + i * I + k * Ip);
+        kernels::MatmulArgs a = kernels::linear_args(hid, live, *q.shared->w2, ye);
+        a.row_begin = r * Dp;
+        a.row_end = (r + 1) * Dp;
+        a.ldy = Dp;
+        be.linear(a);
+        for (int64_t i = 0; i < live; ++i) std::copy_n(ye + i * Dp, Dp, shared_out + rows[i] * D + r * Dp);
+    }
+    ws.release(mark);
+}
+
+} // namespace
 
 // The EP path (MoeShard): slot outputs [T * K + T, D] = each (row, k)'s unweighted expert output, then
 // each row's shared-expert output; the owner of a slot writes it, the others zeros.
@@ -49,7 +123,9 @@ void moe_experts_ep(kernels::Backend& be, const MoeShard& shard, const kernels::
     p.out = slots;
     be.moe_experts(p);
     float* shared_out = slots + TK * D; // [T, D]
-    if (has_shared && shard.has_shared) {
+    if (has_shared && shared_expert_splits(shard, *q.shared, D)) {
+        shared_expert_split(be, shard, q, xs, shared_out);
+    } else if (has_shared && shard.has_shared) {
         kernels::MoeExpertsParams s = q;
         s.E = 0;
         s.K = 0;
@@ -85,8 +161,10 @@ void moe_experts_ep(kernels::Backend& be, const MoeShard& shard, const kernels::
 int64_t moe_shard_floats_per_token(const ModelConfig& c) {
     const int64_t K = c.num_experts_per_tok, D = c.hidden_size;
     const int64_t I = c.moe_intermediate_size * std::max<int64_t>(1, c.n_shared_experts);
-    // Slots, replicated inputs, owners and unit weights, plus the experts op's scratch over T * K rows.
-    return (K + 1) * D + K * D + 2 * K + K * (2 * D + 2 * I + 3);
+    // Slots, replicated inputs, owners and unit weights, plus the experts op's scratch over T * K rows, plus
+    // the split shared expert's (live rows, gate and up columns, the gathered intermediate twice, its
+    // output columns; taken after the experts op released its own).
+    return (K + 1) * D + K * D + 2 * K + K * (2 * D + 2 * I + 3) + 3 * I + D + 2;
 }
 
 void moe_forward(kernels::Backend& be, const ModelConfig& c, const MoeWeights& w, const MoeRefs& refs,

@@ -21,15 +21,17 @@ struct MoeRefs {
 MoeRefs make_moe_refs(const MoeWeights& w);
 
 // Expert parallelism (EP) over ranks that all hold the same tokens (replicated rows): rank r of `group`
-// holds the routed experts [first, last) (ExpertLoadStats' contiguous ranges) and the last rank the shared
-// expert. Every rank routes every row (the router is replicated), runs its experts on the rows routed to
-// them, and one all-reduce in rank order assembles every (row, k) slot's expert output; each slot has
-// exactly one owner (the others add zeros), so the sum is exact and the weighted accumulation then runs
-// in the single-process order: the EP result is bit-identical to one process.
+// holds the routed experts [first, last) (ExpertLoadStats' contiguous ranges); the shared expert is split
+// over the group (shared_expert_splits: rank r of n computes w1/w3 rows [r I/n, (r+1) I/n), the pieces are
+// gathered, then w2 rows [r D/n, (r+1) D/n)), or runs whole on the last rank when I or D does not split.
+// Every rank routes every row (the router is replicated), runs its experts on the rows routed to them, and
+// one all-reduce in rank order assembles every (row, k) slot's expert output; each slot has exactly one owner
+// (the others add zeros), so the sum is exact and the weighted accumulation then runs in the single-process
+// order: the EP result is bit-identical to one process.
 struct MoeShard {
     parallel::Communicator* group = nullptr; // nullptr or size 1: the single-process path
     int64_t first = 0, last = 0;             // routed experts held here
-    bool has_shared = true;                  // this rank computes the shared expert
+    bool has_shared = true;                  // this rank computes the whole shared expert (when unsplit)
     core::Status* status = nullptr;          // the first collective failure lands here
     // EP load statistics: the routed rows of the experts held here are recorded (each expert by its
     // owner only, so the all-gathered sum counts every row once), or nullptr.
@@ -46,6 +48,9 @@ void moe_forward(kernels::Backend& be, const ModelConfig& config, const MoeWeigh
 // as one process would pass it (K experts per row, weights, skip, the shared expert or nullptr); `p.out`
 // gets the single-process bits on every rank. Scratch from the backend's workspace.
 void moe_experts_ep(kernels::Backend& be, const MoeShard& shard, const kernels::MoeExpertsParams& p);
+
+// Whether moe_experts_ep splits `shared` over the group (more than one rank, I and D divisible).
+bool shared_expert_splits(const MoeShard& shard, const kernels::ExpertRef& shared, int64_t D);
 
 // Workspace floats per token the EP path adds (0 without EP).
 int64_t moe_shard_floats_per_token(const ModelConfig& config);

@@ -52,7 +52,12 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     const ModelConfig& c = config_;
     const AttentionWeights& w = weights_.layers[l].attn;
     kernels::Backend& be = *backend_;
-    const int64_t n = ch.n, H = c.num_attention_heads, d = c.head_dim, m = c.compress_ratios[l];
+    const int64_t n = ch.n, H_all = c.num_attention_heads, d = c.head_dim, m = c.compress_ratios[l];
+    // Tensor parallelism: this rank's heads [h0, h0 + H) (all of them without TP), as V4 splits them
+    // (deepseek_v4/attention.cpp): q rows, attention and the sink per head; the grouped output projection
+    // by groups and wo_b by output rows, gathered (bits, never partial sums).
+    const deepseek_v4::TpShard* tp = tp_.active() ? &tp_ : nullptr;
+    const int64_t H = tp ? H_all / tp->size() : H_all, h0 = tp ? tp->rank() * H : 0;
     const float eps = static_cast<float>(c.rms_norm_eps);
     const deepseek_v4::RopeTable& rope = m > 0 ? compress_rope_ : main_rope_;
     const int64_t* pos = ch.pos.data();
@@ -60,8 +65,12 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     std::vector<float> qr(n * c.q_lora_rank); // [n, q_lora]
     be.linear(kernels::linear_args(x, n, w.wq_a, qr.data()));
     be.rms_norm({qr.data(), w.q_norm.data(), n, c.q_lora_rank, eps, qr.data()});
-    std::vector<float> q(n * H * d); // [n, H, d] (no per-head q norm in V4.1)
-    be.linear(kernels::linear_args(qr.data(), n, w.wq_b, q.data()));
+    std::vector<float> q(n * H * d); // [n, H, d] this rank's heads (no per-head q norm in V4.1)
+    kernels::MatmulArgs qa = kernels::linear_args(qr.data(), n, w.wq_b, q.data());
+    qa.row_begin = h0 * d;
+    qa.row_end = (h0 + H) * d;
+    qa.ldy = H * d;
+    be.linear(qa);
     be.rope(rope_params(rope, q.data(), n, H, d, pos));
 
     std::vector<float> kv(n * d); // [n, d]: K = V, rotated, FP8 fake-quantized as the window cache holds it
@@ -187,7 +196,7 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     ap.head_dim = d;
     ap.window = c.sliding_window;
     ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
-    ap.sink = w.sink.data();
+    ap.sink = w.sink.data() + h0;
     ap.raw = pools_.raw[l].data();
     ap.block_size = spec_.block_size;
     ap.block_table = split_table;
@@ -220,22 +229,37 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     be.rope(inv);
 
     // Grouped low-rank output: group g (heads [g H / G, (g + 1) H / G)) through rows [g R, (g + 1) R) of
-    // wo_a.
-    const int64_t G = c.o_groups, R = c.o_lora_rank, gw = H * d / G;
-    std::vector<float> z(n * G * R); // [n, G R]
-    for (int64_t gi = 0; gi < G; ++gi) {
+    // wo_a. TP: this rank's groups when the groups split evenly over the ranks (its heads are exactly
+    // theirs), then z gathered; otherwise the heads' outputs gathered first and every group computed here.
+    const int64_t G = c.o_groups, R = c.o_lora_rank, gw = H_all * d / G;
+    const bool groups_split = tp && G % tp->size() == 0;
+    const int64_t Gl = groups_split ? G / tp->size() : G, g0 = groups_split ? tp->rank() * Gl : 0;
+    std::vector<float> o_all;     // [n, H_all, d] the gathered heads (TP, groups not split)
+    const float* o_in = o.data(); // [n, heads, d] the heads the groups below read
+    int64_t o_ld = H * d;
+    if (tp && !groups_split) {
+        o_all.resize(n * H_all * d);
+        deepseek_v4::tp_gather_columns(be, *tp, o.data(), n, H * d, H * d, o_all.data(), H_all * d);
+        o_in = o_all.data();
+        o_ld = H_all * d;
+    }
+    std::vector<float> z(n * G * R);                      // [n, G R]
+    std::vector<float> zl(groups_split ? n * Gl * R : 0); // [n, Gl R] this rank's groups
+    float* zo = groups_split ? zl.data() : z.data();
+    for (int64_t gi = 0; gi < Gl; ++gi) {
         kernels::MatmulArgs a;
-        a.x = o.data() + gi * gw;
+        a.x = o_in + gi * gw;
         a.n = n;
-        a.ldx = H * d;
+        a.ldx = o_ld;
         a.w = &w.wo_a;
-        a.row_begin = gi * R;
-        a.row_end = (gi + 1) * R;
-        a.y = z.data() + gi * R;
-        a.ldy = G * R;
+        a.row_begin = (g0 + gi) * R;
+        a.row_end = (g0 + gi + 1) * R;
+        a.y = zo + gi * R;
+        a.ldy = Gl * R;
         be.linear(a);
     }
-    be.linear(kernels::linear_args(z.data(), n, w.wo_b, out));
+    if (groups_split) deepseek_v4::tp_gather_columns(be, *tp, zl.data(), n, Gl * R, Gl * R, z.data(), G * R);
+    deepseek_v4::tp_linear(be, tp_, z.data(), n, w.wo_b, out); // whole without TP
 }
 
 // Scores every query against the source's keys visible to it, applies (or, at the candidate source,
@@ -257,8 +281,8 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
         }
         return;
     }
-    std::vector<float> q(n * HI * dI); // [n, H_I, d_I]
-    be.linear(kernels::linear_args(qr, n, w.wq_b, q.data()));
+    std::vector<float> q(n * HI * dI); // [n, H_I, d_I]: TP, each rank's rows of wq_b, gathered
+    deepseek_v4::tp_linear(be, tp_, qr, n, w.wq_b, q.data());
     be.rope(rope_params(compress_rope_, q.data(), n, HI, dI, ch.pos.data()));
     // With the test-only tie table: one row per query token (head * d_I + channel), blocks of 32 within a
     // head.
@@ -287,13 +311,29 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
     }
     kernels::PagedEntries keys =
         paged(pools_.keys[src], dI, m, spec_.block_size, cp_.active() ? local_table.data() : ch.block_table);
-    std::vector<float> all_scores(n * N); // [n, N]
+    const int64_t bs = c.candidate_block_size;
+    const int64_t nb = (N + bs - 1) / bs;
+    if (is_candidate_source) {
+        sh.has_candidates = true;
+        sh.candidates.assign(n * N, 0);
+    }
+    const bool masked = c.uses_candidates(l) && sh.has_candidates && !is_candidate_source;
+    // Every query's score of every entry, [n, N] (row stride ld). TP: rank r scores the entries
+    // [r P, (r + 1) P) (P = ceil(N / tp), the last rank's range padded), each score whole (its sum over
+    // heads in the one-process order), and the scores are gathered, so every rank selects from the
+    // one-process bits with the same top-k below. Under CP (the CP group shares this rank's TP range) the
+    // range is first summed over the CP group as above. Invisible, unowned and padded entries are +0 until
+    // the sums are done, then the invisible ones are -inf.
+    const int64_t parts = tp_.active() ? tp_.size() : 1, P = (N + parts - 1) / parts, e0 = tp_.rank() * P;
+    const int64_t ld = parts * P;
+    std::vector<float> local(n * P), gathered(parts > 1 ? n * ld : 0); // [n, P], [n, tp P]
     for (int64_t t = 0; t < n; ++t) {
         const int64_t vis = (ch.pos[t] + 1) / m;
-        float* scores = all_scores.data() + t * N;
-        for (int64_t e = 0; e < N; ++e) {
-            if (e >= vis || (cp_.active() && !owned[e * m / spec_.block_size])) {
-                scores[e] = 0.0f; // -inf for the invisible ones below, after the sum
+        for (int64_t j = 0; j < P; ++j) {
+            const int64_t e = e0 + j;
+            float& out = local[t * P + j];
+            if (e >= vis || e >= N || (cp_.active() && !owned[e * m / spec_.block_size])) {
+                out = 0.0f;
                 continue;
             }
             const float* k = keys.entry(e);
@@ -304,28 +344,23 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
                 for (int64_t i = 0; i < dI; ++i) dot += qh[i] * k[i];
                 s += std::max(dot, 0.0f) * softmax_scale * hw[t * HI + h];
             }
-            scores[e] = s;
+            out = s;
         }
     }
     if (cp_.active()) {
-        core::Status st = cp_.group->all_reduce_sum(std::span<float>(all_scores));
+        core::Status st = cp_.group->all_reduce_sum(std::span<float>(local));
         if (!st.ok()) {
             if (ep_status_.ok()) ep_status_ = st.with_context("context parallel indexer scores");
             return; // picks stay -1; the forward reports the error
         }
     }
-    const int64_t bs = c.candidate_block_size;
-    const int64_t nb = (N + bs - 1) / bs;
-    if (is_candidate_source) {
-        sh.has_candidates = true;
-        sh.candidates.assign(n * N, 0);
-    }
-    const bool masked = c.uses_candidates(l) && sh.has_candidates && !is_candidate_source;
-    std::vector<float> bscore(nb);
+    if (parts > 1) deepseek_v4::tp_gather_columns(be, tp_, local.data(), n, P, P, gathered.data(), ld);
+    const float* all_scores = parts > 1 ? gathered.data() : local.data();
+    std::vector<float> scores(N), bscore(nb);
     std::vector<int32_t> sel;
     for (int64_t t = 0; t < n; ++t) {
         const int64_t vis = (ch.pos[t] + 1) / m;
-        float* scores = all_scores.data() + t * N;
+        std::copy_n(all_scores + t * ld, N, scores.begin());
         for (int64_t e = vis; e < N; ++e) scores[e] = kNegInf;
         if (is_candidate_source) {
             // Level one: the best candidate_topk_blocks blocks (block score = max); the newest visible block
@@ -356,7 +391,7 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
         }
         const int64_t k = std::min(c.index_topk, N);
         sel.assign(k, 0);
-        kernels::topk_torch(scores, N, k, sel.data());
+        kernels::topk_torch(scores.data(), N, k, sel.data());
         std::vector<int32_t> valid;
         for (int32_t e : sel)
             if (scores[e] > kNegInf) valid.push_back(e);

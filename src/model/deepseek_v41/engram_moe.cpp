@@ -22,7 +22,8 @@ void DeepseekV41Model::engram(int64_t l, const Chunk& ch, float* h) {
     prefetch_.wait(ch.job0 + e);
     const float* emb = engram_rows_[e].data() + ch.row0 * cols * hd; // [n, cols * hd]
     float* kv = engram_kv_.data();                                   // [n, (hc + 1) D]: hc keys, the value
-    backend_->linear(kernels::linear_args(emb, n, w.wkv, kv));
+    // TP: each rank's rows of wkv (its keys' and the value's columns), gathered: the one-process bits.
+    deepseek_v4::tp_linear(*backend_, tp_, emb, n, w.wkv, kv);
     const float eps = static_cast<float>(c.rms_norm_eps);
     for (int64_t t = 0; t < n; ++t) {
         const float* value = kv + (t * (hc + 1) + hc) * D;

@@ -56,6 +56,10 @@ Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::stri
     DI_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::from_json_file(dir + "/config.json"));
     DI_ASSIGN_OR_RETURN(auto ckpt, weights::Checkpoint::open(dir));
     std::pair<int64_t, int64_t> range{0, config.n_routed_experts};
+    if (shard.tp && config.num_attention_heads % shard.tp->size() != 0)
+        return core::invalid_argument(
+            dir + "/config.json: num_attention_heads " + std::to_string(config.num_attention_heads) +
+            " does not split over tensor parallel size " + std::to_string(shard.tp->size()));
     if (shard.moe && shard.moe->size() > 1) {
         const int64_t E = config.n_routed_experts, n = shard.moe->size(), r = shard.moe->rank();
         if (n > E)

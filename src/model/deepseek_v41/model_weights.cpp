@@ -1,54 +1,16 @@
 #include "model/deepseek_v41/model_weights.h"
 
-#include <cstring>
 #include <string>
 
-#include "core/dtype.h"
+#include "model/weight_binding.h"
 
 namespace deepinfer::model::deepseek_v41 {
 namespace {
 
 using core::Result;
 using core::Status;
-
-// A small F32/BF16 tensor of `numel` elements copied to F32.
-Result<std::vector<float>> load_vector(const weights::Checkpoint& ckpt, const std::string& name,
-                                       int64_t numel) {
-    const weights::TensorInfo* t = ckpt.find(name);
-    if (!t) return core::not_found(ckpt.dir() + ": tensor '" + name + "' is missing");
-    if (t->shape.numel() != numel)
-        return core::invalid_argument(ckpt.dir() + "/" + t->file + ": tensor '" + name + "' has shape " +
-                                      t->shape.to_string() + ", expected " + std::to_string(numel) +
-                                      " elements");
-    std::vector<float> out(numel);
-    switch (t->dtype) {
-    case core::DType::kF32:
-        std::memcpy(out.data(), t->data, numel * sizeof(float));
-        return out;
-    case core::DType::kBF16:
-        for (int64_t i = 0; i < numel; ++i)
-            out[i] = core::bf16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
-        return out;
-    case core::DType::kF16:
-        for (int64_t i = 0; i < numel; ++i)
-            out[i] = core::f16_to_f32(static_cast<const uint16_t*>(t->data)[i]);
-        return out;
-    default:
-        return core::invalid_argument(ckpt.dir() + "/" + t->file + ": tensor '" + name + "' has dtype " +
-                                      std::string(core::dtype_name(t->dtype)) + ", expected F32/BF16/F16");
-    }
-}
-
-Result<core::Weight> load_f32_matrix(const weights::Checkpoint& ckpt, const std::string& name, int64_t rows,
-                                     int64_t cols) {
-    DI_ASSIGN_OR_RETURN(core::TensorView v, ckpt.tensor(name, core::DType::kF32, core::Shape{rows, cols}));
-    core::Weight w;
-    w.format = core::WeightFormat::kF32;
-    w.data = v.data;
-    w.rows = rows;
-    w.cols = cols;
-    return w;
-}
+using model::load_f32_matrix;
+using model::load_vector;
 
 Status bind_hc(const weights::Checkpoint& ckpt, const std::string& p, const ModelConfig& c, HcWeights* out) {
     const int64_t mix = (2 + c.hc_mult) * c.hc_mult;
