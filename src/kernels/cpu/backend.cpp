@@ -51,7 +51,8 @@ void CpuBackend::run_embedding(const EmbeddingParams& p) {
 }
 
 void CpuBackend::run_linear(const MatmulArgs& a) {
-    linear_on(a, pool_);
+    // A pool in the arguments wins: moe_experts runs some matmuls on one thread (a 1-thread pool).
+    linear_on(a, a.pool != nullptr ? a.pool : pool_);
 }
 
 void CpuBackend::run_rms_norm(const RmsNormParams& p) {

@@ -46,10 +46,18 @@ struct LinearHook {
     void* ctx;
     void operator()(const MatmulArgs& a) const { fn(ctx, a); }
 };
+// How moe_experts uses the pool (moe.cpp): kRowSplit runs the experts one after another, each matmul's rows
+// split over the pool; kExpertSplit makes (expert, row chunk) matmuls the pool's work items, each on one
+// thread (falls back to kRowSplit when the workspace has no room for its buffers); kAuto picks kExpertSplit
+// up to kExpertSplitMaxRows rows (decode batches). Every schedule gives the same bits.
+enum class MoeSchedule { kAuto, kRowSplit, kExpertSplit };
+constexpr int64_t kExpertSplitMaxRows = 64;
 // The element-wise parts (gather, SwiGLU, weighted scatter) run over `pool` when there is enough work; the
 // results are bit-identical to a serial run (each element computed the same way, each output row by one
-// thread).
-void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws, core::ThreadPool* pool);
+// thread). `linear` must honour MatmulArgs::pool when set (the expert split's 1-thread pool; nullptr: the
+// backend's pool).
+void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws, core::ThreadPool* pool,
+                 MoeSchedule schedule = MoeSchedule::kAuto);
 // y = x W^T on `pool` (the matmul entry point, with the pool when MatmulArgs carries one).
 void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
 

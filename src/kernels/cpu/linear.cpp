@@ -101,6 +101,24 @@ std::vector<float>& scratch(int which) {
     return buf[which];
 }
 
+} // namespace
+
+void reserve_thread_scratch(int64_t n, int64_t cols) {
+    n = std::min(n, kMaxTokensPerCall);
+    const int64_t n_pad = (n + 15) / 16 * 16;
+    // The largest of: GEMV preparation / fold (n x cols), the GEMM's transposed activations (cols x n_pad),
+    // the int8 quantized activations and scales, the F32 and int8 GEMM panels.
+    const int64_t need =
+        std::max({n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
+                  detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad)});
+    for (int i = 0; i < 4; ++i) {
+        std::vector<float>& buf = scratch(i);
+        if (buf.size() < static_cast<size_t>(need)) buf.resize(static_cast<size_t>(need));
+    }
+}
+
+namespace {
+
 // Numerics::kFast where an int8 kernel exists: FP4 e2m1, 32-column groups, whole 128-column activation
 // blocks, enough tokens for the GEMM, AVX-512 VNNI.
 bool fast_fits(const MatmulArgs& a, Isa isa) {

@@ -44,6 +44,12 @@ bool bf16_supported(); // AVX-512 BF16 (vdpbf16ps): Numerics::kFast for BF16 wei
 // int8 GEMMs of gemm_int8.h at GEMM token counts (FP4 without VBMI: linear_avx512_vnni.cpp's GEMM).
 bool fp8_int8_supported();
 
+// Grows the calling thread's matmul scratch (kept per thread, grown on first use) to what any matmul of up
+// to n tokens and `cols` columns needs, so that later calls on this thread allocate nothing. For threads
+// that run whole matmuls picked dynamically (cpu/moe.cpp's expert split): without it, the first time a
+// thread draws a larger matmul than before would allocate, in a steady-state step.
+void reserve_thread_scratch(int64_t n, int64_t cols);
+
 // Token counts up to this use the GEMV kernels (weights decoded in registers, streamed once per 4 tokens);
 // larger ones the blocked GEMM (weights dequantized once per panel, reused by every token).
 constexpr int64_t kGemvMaxTokens = 8;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/moe_plan.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/layer.h"
 
@@ -132,8 +133,9 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
         tp_.active() ? 3 * static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * c.vocab_size : 0;
     // Indexer: [32, entries] scores + per thread [entries] top-k pairs (4 floats) and picks; attention: per
     // thread key pointers (2 floats), transposed keys [keys, d] and logits; experts: per-expert counts.
-    const int64_t scratch =
-        32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 3) + E + 1;
+    // The experts' decode-batch schedule: its grouped rows (kernels/params.h).
+    const int64_t scratch = 32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 3) +
+                            E + 1 + kernels::moe_experts_batch_floats(T, D, I, K, E, threads);
     const int64_t takes = 64; // buffers live at once (alignment slack each)
     // CP: per chunk its local block table and owned flags (5 bytes per block-table entry, two takes), and
     // the buffer of a block copied between owners (run_pending_copies, before anything else is taken).
