@@ -23,38 +23,30 @@ inline void cpu_relax() {
 #endif
 }
 
-// Pure spinning (pause only) for this long, then spinning with a yield between checks.
-constexpr int kPureSpinUs = 20;
-
-// Spins until done() or spin_us have passed; true when done() became true.
+// Spins (pause only, never yielding: a waiter that has to yield is sharing a core with the thread it waits
+// for, and should sleep instead) until done() or spin_us have passed; true when done() became true.
 template <class Done> bool spin_until(int spin_us, const Done& done) {
     if (done()) return true;
     if (spin_us <= 0) return false;
-    const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + std::chrono::microseconds(spin_us);
-    const auto yield_from = start + std::chrono::microseconds(kPureSpinUs);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
     for (;;) {
         for (int i = 0; i < 64; ++i) {
             cpu_relax();
             if (done()) return true;
         }
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= deadline) return false;
-        // Past the first few microseconds, give the core away between checks: on an oversubscribed
-        // machine the thread being waited for may need this very core.
-        if (now >= yield_from) std::this_thread::yield();
+        if (std::chrono::steady_clock::now() >= deadline) return false;
     }
 }
 
 // The spin actually used adapts between kMinSpinUs and the pool's spin_us: doubled after a wait the
-// spin caught, halved after one it missed. On a quiet machine the next loop (or the worker's last chunk)
-// comes within microseconds, so the budget stays at the top; on an oversubscribed one the other thread is
-// often descheduled, spins miss, and the pool degrades to the sleeping hand-off instead of burning its
-// time slices (measured: a fixed 100 us spin at load average 23 on 2 vCPUs decoded ~30% slower).
-constexpr int kMinSpinUs = 4;
+// spin caught, quartered after one it missed. On a quiet machine the next loop (or the worker's last
+// chunk) comes within microseconds, so the budget stays at the top; on an oversubscribed one the other
+// thread is often descheduled (or queued on the same core), spins miss, and the pool degrades to the
+// sleeping hand-off instead of burning its time slices.
+constexpr int kMinSpinUs = 2;
 int adapt_spin(int budget, bool caught, int max_us) {
     if (max_us <= 0) return 0;
-    budget = caught ? budget * 2 : budget / 2;
+    budget = caught ? budget * 2 : budget / 4;
     return std::clamp(budget, std::min(kMinSpinUs, max_us), max_us);
 }
 
@@ -71,6 +63,18 @@ void chunk_bounds(int64_t n, int parts, int index, int64_t* b, int64_t* e) {
     int64_t base = n / parts, rem = n % parts;
     *b = index * base + std::min<int64_t>(index, rem);
     *e = *b + base + (index < rem ? 1 : 0);
+}
+
+// generation_ holds the loop's generation (high 32 bits) and the next unclaimed chunk (low 32 bits): a
+// claim is a CAS that fails once the chunks of `gen` are all taken or a newer loop has been published, so
+// a late thread never runs a chunk of a loop other than the one it read fn_ / n_ for.
+int claim(std::atomic<uint64_t>& generation, uint64_t gen, int chunks) {
+    uint64_t v = generation.load(std::memory_order_acquire);
+    for (;;) {
+        if ((v >> 32) != gen || static_cast<int>(v & 0xffffffffu) >= chunks) return -1;
+        if (generation.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+            return static_cast<int>(v & 0xffffffffu);
+    }
 }
 } // namespace
 
@@ -104,15 +108,23 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     DI_CHECK(!busy_.exchange(true, std::memory_order_acquire)) << "ThreadPool::parallel_for is not reentrant";
     fn_ = &fn;
     n_ = n;
-    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_seq_cst); // publishes fn_, n_, pending_
+    pending_.store(num_threads_, std::memory_order_relaxed);
+    const uint64_t gen = (generation_.load(std::memory_order_relaxed) >> 32) + 1;
+    generation_.store(gen << 32, std::memory_order_seq_cst); // publishes fn_, n_, pending_; chunk 0 next
     // A worker increments sleeping_workers_ (seq_cst) before it re-checks generation_ under mu_, so either
-    // it sees the bump above or this load sees it asleep.
+    // it sees the store above or this load sees it asleep.
     if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) {
         { std::lock_guard<std::mutex> lock(mu_); }
         cv_work_.notify_all();
     }
-    run_chunk(0);
+    // The caller claims chunks too, until none is left: a worker that is asleep or descheduled (an
+    // oversubscribed machine) costs the loop nothing but its chunks running here; the caller waits only
+    // for chunks a worker has actually started.
+    for (int idx = claim(generation_, gen, num_threads_); idx >= 0;
+         idx = claim(generation_, gen, num_threads_)) {
+        run_chunk(idx);
+        pending_.fetch_sub(1, std::memory_order_seq_cst);
+    }
     auto done = [this] { return pending_.load(std::memory_order_seq_cst) == 0; };
     const bool caught = spin_until(caller_spin_us_, done);
     caller_spin_us_ = adapt_spin(caller_spin_us_, caught, spin_us());
@@ -126,13 +138,13 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     busy_.store(false, std::memory_order_release);
 }
 
-void ThreadPool::worker(int index) {
-    uint64_t seen = 0;
+void ThreadPool::worker(int) {
+    uint64_t seen = 0; // the last generation this worker looked at
     int budget = spin_us();
     for (;;) {
         auto ready = [&] {
-            // seq_cst: the re-check under mu_ pairs with the caller's bump-then-load of sleeping_workers_.
-            return generation_.load(std::memory_order_seq_cst) != seen ||
+            // seq_cst: the re-check under mu_ pairs with the caller's store-then-load of sleeping_workers_.
+            return (generation_.load(std::memory_order_seq_cst) >> 32) != seen ||
                    stop_.load(std::memory_order_seq_cst);
         };
         const bool caught = spin_until(budget, ready);
@@ -144,13 +156,15 @@ void ThreadPool::worker(int index) {
             sleeping_workers_.fetch_sub(1, std::memory_order_relaxed);
         }
         if (stop_.load(std::memory_order_acquire)) return;
-        // The caller waits for every worker before it publishes the next loop, so this is seen + 1.
-        seen = generation_.load(std::memory_order_acquire);
-        run_chunk(index);
-        if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-            caller_sleeping_.load(std::memory_order_seq_cst)) {
-            { std::lock_guard<std::mutex> lock(mu_); }
-            cv_done_.notify_one();
+        seen = generation_.load(std::memory_order_acquire) >> 32;
+        for (int idx = claim(generation_, seen, num_threads_); idx >= 0;
+             idx = claim(generation_, seen, num_threads_)) {
+            run_chunk(idx);
+            if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+                caller_sleeping_.load(std::memory_order_seq_cst)) {
+                { std::lock_guard<std::mutex> lock(mu_); }
+                cv_done_.notify_one();
+            }
         }
     }
 }

@@ -1,14 +1,17 @@
 #pragma once
 // A fixed pool of worker threads for data-parallel loops in kernels. parallel_for splits [0, n) into
-// contiguous chunks, one per thread (the caller runs chunk 0), and returns when all are done.
+// contiguous chunks, one per thread, and returns when all are done. Chunks are claimed, not assigned: the
+// caller runs every chunk no worker has picked up by the time it finished its own, so a descheduled
+// worker never stalls a loop.
 //
 // A decode step is hundreds of small parallel loops (one per matmul, ~30 us of weights each on a small
 // model), so the hand-off is a spin, not a condition-variable round trip: a worker that finished a loop
 // watches an atomic generation counter for a while (up to spin_us, 100 us) before it sleeps, and the
 // caller watches the pending count the same way. Only a worker that has gone to sleep costs the caller a
-// notify (a futex wake); a caller that waits longer than the spin sleeps too. The spin adapts (halved
-// after a miss, doubled after a catch), so on an oversubscribed machine, where the other thread is often
-// descheduled, the pool falls back to sleeping instead of burning its time slices.
+// notify (a futex wake); a caller that waits longer than the spin sleeps too. The spin adapts (quartered
+// after a miss, doubled after a catch, pause-only: no yield), so on an oversubscribed machine, where the
+// other thread is often descheduled or queued on the same core, the pool falls back to sleeping instead
+// of burning its time slices. DEEPINFER_POOL_SPIN_US=0 restores the plain sleeping hand-off.
 
 #include <atomic>
 #include <condition_variable>
@@ -53,8 +56,8 @@ private:
     // workers after they see the bump (acquire).
     const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
     int64_t n_ = 0;
-    std::atomic<uint64_t> generation_{0};
-    std::atomic<int> pending_{0}; // workers still running the current loop
+    std::atomic<uint64_t> generation_{0}; // [generation : 32 | next chunk to claim : 32]
+    std::atomic<int> pending_{0};         // chunks of the current loop not finished yet
     std::atomic<bool> busy_{false};
     std::atomic<bool> stop_{false};
     // Slow path: sleepers on cv_work_ (workers) and cv_done_ (the caller), counted so the fast path can
