@@ -5,6 +5,7 @@
 // across many tokens.
 //
 //   linear_bench [--threads 2] [--mb 512] [--isa avx512|avx2|ref] [--reps 5] [--only decode|prefill]
+//                [--cols 4096]   (the reduction dim: 1024 = bench-small's short 2 KiB BF16 rows)
 
 #include <algorithm>
 #include <chrono>
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
     int threads = 2, reps = 5;
     std::string only; // "decode" / "prefill": just those cases
     int64_t mb = 512;
+    int64_t cols = 4096;
     std::vector<kernels::cpu::Isa> isas;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string flag = argv[i];
@@ -94,6 +96,8 @@ int main(int argc, char** argv) {
             threads = std::atoi(argv[i + 1]);
         } else if (flag == "--mb") {
             mb = std::atoll(argv[i + 1]);
+        } else if (flag == "--cols") {
+            cols = std::atoll(argv[i + 1]);
         } else if (flag == "--only") {
             only = argv[i + 1];
         } else if (flag == "--reps") {
@@ -132,7 +136,7 @@ int main(int argc, char** argv) {
         b = static_cast<uint8_t>(s >> 24) & 0xbf; // no NaN / inf in any format, exponents moderate
     }
     for (auto& b : scale) b = 120;
-    const int64_t cols = 4096;
+    cols = std::max<int64_t>(128, cols / 128 * 128); // whole FP8 blocks / FP4 words
     const int64_t max_n = 512;
     std::vector<float> x(max_n * cols), y(max_n * (bytes / cols));
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) * 1e-3f - 0.5f;
@@ -195,7 +199,7 @@ int main(int argc, char** argv) {
                 const double sec = median(t[k]);
                 const double gbs = static_cast<double>(w.stored_bytes()) / sec / 1e9;
                 const double gflops = 2.0 * n * rows * cols / sec / 1e9;
-                char shape[32], same[16] = "-";
+                char shape[48], same[16] = "-";
                 std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(rows),
                               static_cast<long long>(cols));
                 if (decode) std::snprintf(same, sizeof same, "%.1f%%", 100.0 * read_s / sec);

@@ -1,7 +1,19 @@
 #pragma once
 // A fixed pool of worker threads for data-parallel loops in kernels. parallel_for splits [0, n) into
-// contiguous chunks, one per thread (the caller runs chunk 0), and returns when all are done.
+// contiguous chunks, one per thread, and returns when all are done. Chunks are claimed, not assigned: the
+// caller runs every chunk no worker has picked up by the time it finished its own, so a descheduled
+// worker never stalls a loop.
+//
+// A decode step is hundreds of small parallel loops (one per matmul, ~30 us of weights each on a small
+// model), so the hand-off is a spin, not a condition-variable round trip: a worker that finished a loop
+// watches an atomic generation counter for a while (up to spin_us, 100 us) before it sleeps, and the
+// caller watches the pending count the same way. Only a worker that has gone to sleep costs the caller a
+// notify (a futex wake); a caller that waits longer than the spin sleeps too. The spin adapts (quartered
+// after a miss, doubled after a catch, pause-only: no yield), so on an oversubscribed machine, where the
+// other thread is often descheduled or queued on the same core, the pool falls back to sleeping instead
+// of burning its time slices. DEEPINFER_POOL_SPIN_US=0 restores the plain sleeping hand-off.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -22,22 +34,38 @@ public:
     // fn(begin, end) over contiguous chunks of [0, n).
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
+    // How long an idle worker (and a waiting caller) spins before it sleeps; 0 = sleep at once (the
+    // condition-variable pool). Default kDefaultSpinUs, or DEEPINFER_POOL_SPIN_US at construction.
+    static constexpr int kDefaultSpinUs = 100;
+    void set_spin_us(int us) { spin_us_.store(us < 0 ? 0 : us, std::memory_order_relaxed); }
+    int spin_us() const { return spin_us_.load(std::memory_order_relaxed); }
+
     // Process-wide pool sized by set_default_threads (cli) or the hardware concurrency.
     static ThreadPool& global();
     static void set_default_threads(int n);
 
 private:
     void worker(int index);
+    void run_chunk(int index);
 
     int num_threads_;
+    std::atomic<int> spin_us_{kDefaultSpinUs};
+    int caller_spin_us_ = kDefaultSpinUs; // the caller's adaptive spin (thread_pool.cpp); touched under busy_
     std::vector<std::thread> workers_;
-    std::mutex mu_;
-    std::condition_variable cv_work_, cv_done_;
+    // The loop being run: written by the caller before generation_ is bumped (release), read by the
+    // workers after they see the bump (acquire).
     const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
     int64_t n_ = 0;
-    uint64_t generation_ = 0;
-    int pending_ = 0;
-    bool stop_ = false;
+    std::atomic<uint64_t> generation_{0}; // [generation : 32 | next chunk to claim : 32]
+    std::atomic<int> pending_{0};         // chunks of the current loop not finished yet
+    std::atomic<bool> busy_{false};
+    std::atomic<bool> stop_{false};
+    // Slow path: sleepers on cv_work_ (workers) and cv_done_ (the caller), counted so the fast path can
+    // skip the notify. Updated under mu_; read by the other side after its own seq_cst store.
+    std::mutex mu_;
+    std::condition_variable cv_work_, cv_done_;
+    std::atomic<int> sleeping_workers_{0};
+    std::atomic<bool> caller_sleeping_{false};
 };
 
 } // namespace deepinfer::core

@@ -1,4 +1,6 @@
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -21,4 +23,37 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
                 EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 3) << threads << " " << i;
         }
     }
+}
+
+// The hand-off has a spinning fast path and a sleeping slow path (spin 0: every loop wakes the worker
+// through the condition variable; a long spin: the worker never sleeps between loops; a short one mixes
+// both, with pauses longer than the spin so the workers do fall asleep). Each must run every chunk of
+// every loop exactly once and return only after all of them.
+TEST(ThreadPool, SpinAndSleepHandOffsRunEveryLoopCompletely) {
+    for (int spin_us : {0, 5, 50000}) {
+        for (int threads : {2, 3}) {
+            ThreadPool pool(threads);
+            pool.set_spin_us(spin_us);
+            EXPECT_EQ(pool.spin_us(), spin_us);
+            int64_t expected = 0;
+            for (int rep = 0; rep < 600; ++rep) {
+                const int64_t n = threads + rep % 5;
+                std::atomic<int64_t> total{0};
+                pool.parallel_for(n, [&](int64_t b, int64_t e) {
+                    for (int64_t i = b; i < e; ++i) total.fetch_add(i + rep, std::memory_order_relaxed);
+                });
+                // Every chunk finished before parallel_for returned.
+                ASSERT_EQ(total.load(), n * (n - 1) / 2 + n * rep) << spin_us << " " << threads << " " << rep;
+                expected += total.load();
+                if (rep % 200 == 199) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            }
+            EXPECT_GT(expected, 0);
+        }
+    }
+}
+
+TEST(ThreadPool, NegativeSpinMeansSleepAtOnce) {
+    ThreadPool pool(2);
+    pool.set_spin_us(-3);
+    EXPECT_EQ(pool.spin_us(), 0);
 }
