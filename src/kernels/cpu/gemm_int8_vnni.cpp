@@ -186,7 +186,7 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
     const int8_t* pw = p.w + m0 * kQBlock;
     for (int g = 0; g < G; ++g) {
         __m512i acc[MR][kNvA];
-        __m256i acch[MR];
+        [[maybe_unused]] __m256i acch[MR];
         for (int m = 0; m < MR; ++m) {
             const int32_t* cr = p.corr + (m0 + m) * 4;
             const int32_t seed = G == 1 ? cr[0] + cr[1] + cr[2] + cr[3] : cr[g];
@@ -197,7 +197,7 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
         for (int k4 = g * kK4; k4 < (g + 1) * kK4; ++k4) {
             __m512i xv[kNvA];
             for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4);
-            __m256i xh;
+            [[maybe_unused]] __m256i xh;
             if constexpr (kH)
                 xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
             for (int m = 0; m < MR; ++m) {

@@ -217,7 +217,7 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
 void gemm_f32(const MatmulArgs& a, const detail::KernelTable& k, core::ThreadPool* pool, bool serial) {
     const core::Weight& w = *a.w;
     const int64_t rows = a.row_end - a.row_begin;
-    const int64_t n_pad = (a.n + 15) / 16 * 16;
+    const int64_t n_pad = (a.n + 7) / 8 * 8; // the GEMM runs a last group of 8 tokens as 8 (GemmFn)
     std::vector<float>& xt = scratch(1);
     xt.resize(static_cast<size_t>(w.cols * n_pad));
     auto transpose = [&](int64_t b, int64_t e) {
