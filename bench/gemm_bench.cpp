@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
     const WeightSet fp8 = make_set(core::WeightFormat::kFp8Block, rows, cols, count, &rng);
     const WeightSet fp4 = make_set(core::WeightFormat::kFp4Group, rows, cols, count, &rng);
     const cpu::detail::Int8Table old = cpu::detail::avx512_vnni_table();
+    const cpu::detail::GemmQTable gemm = cpu::detail::avx512_vnni_gemm_table();
     std::printf("%-6s %-16s %5s %10s %10s %8s\n", "format", "kernel", "n", "ms/matrix", "GOP/s", "%peak");
     for (int64_t n : tokens) {
         std::vector<float> x(n * cols), y(n * rows);
@@ -167,6 +168,19 @@ int main(int argc, char** argv) {
                                               rows,     y.data(), rows, &one,     num};
                            cpu::matmul_isa(a, cpu::Isa::kAvx512);
                        });
+            }
+            if (!is4) {
+                // The int8 GEMM whatever the token count (the dispatcher picks the BF16 GEMV below
+                // kInt8OverBf16Tokens where the CPU has AVX-512 BF16).
+                report(fmt, "fast, int8 GEMM", vnni1, [&](int i) {
+                    const MatmulArgs a{x.data(), n,        cols, &s->w[i], 0,
+                                       rows,     y.data(), rows, &one,     Numerics::kFast};
+                    const int64_t n8 = (n + 7) / 8 * 8;
+                    auto* xq = reinterpret_cast<uint8_t*>(buf.data());
+                    float* xs = buf.data() + cols * n8 / 4;
+                    old.quantize(a, 0, n8, n8, xq, xs);
+                    gemm.fp8(a, 0, rows, xq, xs, n8, scratch.data());
+                });
             }
             if (is4) {
                 report(fmt, "fast, old GEMM", vnni1, [&](int i) {

@@ -281,9 +281,9 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     if (args->has("profile")) {
         std::FILE* out = args->has("json") ? stderr : stdout;
         kernels::print_profile(
-            out, census.prefill, {lim.read_gb_s, lim.fma_gflop_s},
+            out, census.prefill, {lim.read_gb_s, lim.fma_gflop_s, lim.vnni_gop_s},
             ("prefill of " + std::to_string(B) + " x " + std::to_string(P) + " tokens").c_str());
-        kernels::print_profile(out, census.decode, {lim.read_gb_s, lim.fma_gflop_s},
+        kernels::print_profile(out, census.decode, {lim.read_gb_s, lim.fma_gflop_s, lim.vnni_gop_s},
                                (std::to_string(N) + " decode steps of batch " + std::to_string(B)).c_str());
     }
     if (args->has("json")) {

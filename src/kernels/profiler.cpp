@@ -81,6 +81,26 @@ void print_profile(std::FILE* out, const ProfileSnapshot& s, const Roofline& roo
                      static_cast<long long>(o.calls), 1e3 * o.seconds,
                      step > 0 ? 100.0 * o.seconds / step : 0.0, gbs, gfs, fr);
     }
+    // The weight matmuls together (issue 9's prefill acceptance: their flops / their time against the FP32
+    // FMA and int8 VNNI peaks of the same run). moe_experts' time includes its gather / SwiGLU / scatter.
+    OpStats mm;
+    for (OpKind k : {OpKind::kLinear, OpKind::kMoeExperts, OpKind::kLmHead}) {
+        const OpStats& o = s.ops[static_cast<size_t>(k)];
+        mm.calls += o.calls;
+        mm.seconds += o.seconds;
+        mm.flops += o.flops;
+    }
+    if (mm.calls > 0 && mm.seconds > 0) {
+        const double gfs = mm.flops / mm.seconds / 1e9;
+        std::fprintf(
+            out,
+            "  weight matmuls (linear + moe_experts + lm_head): %.3f ms, %.1f%% of the forward, %.2f "
+            "GFLOP/s",
+            1e3 * mm.seconds, step > 0 ? 100.0 * mm.seconds / step : 0.0, gfs);
+        if (roof.gflop_s > 0) std::fprintf(out, " = %.1f%% of FP32 FMA", 100.0 * gfs / roof.gflop_s);
+        if (roof.int8_gop_s > 0) std::fprintf(out, ", %.1f%% of int8 VNNI", 100.0 * gfs / roof.int8_gop_s);
+        std::fprintf(out, "\n");
+    }
     if (s.ops[static_cast<size_t>(OpKind::kEngramGather)].calls > 0)
         std::fprintf(out, "  * on the Engram prefetch worker, overlapped with the layers before each Engram "
                           "layer (not in the ops total); engram_wait is the forward's wait for it\n");

@@ -56,6 +56,7 @@ struct ProfileSnapshot {
 struct Roofline {
     double read_gb_s = 0;
     double gflop_s = 0;
+    double int8_gop_s = 0; // int8 VNNI peak: the weight-matmul summary line also reports against it
 };
 
 class Profiler {

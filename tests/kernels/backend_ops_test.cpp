@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -393,6 +396,35 @@ TEST(BackendOps, ProfilerCountsEveryOpThroughTheBackend) {
     EXPECT_EQ(s.total().calls, 3);
     be.profiler().clear();
     EXPECT_EQ(be.profiler().snapshot().total().calls, 0);
+}
+
+// The weight-matmul line: linear + moe_experts + lm_head flops over their time, against both peaks; other
+// ops (here rms_norm, with flops of its own) stay out of it.
+TEST(BackendOps, ProfileSumsTheWeightMatmulsAgainstBothPeaks) {
+    ProfileSnapshot s;
+    s.steps = 1;
+    s.step_seconds = 4.0;
+    auto set = [&](OpKind k, double seconds, double flops) {
+        s.ops[static_cast<size_t>(k)] = OpStats{1, seconds, 0.0, flops};
+    };
+    set(OpKind::kLinear, 1.0, 100e9);
+    set(OpKind::kMoeExperts, 0.5, 50e9);
+    set(OpKind::kLmHead, 0.5, 10e9);
+    set(OpKind::kRmsNorm, 1.0, 1000e9);
+    char* text = nullptr;
+    size_t len = 0;
+    std::FILE* out = open_memstream(&text, &len);
+    ASSERT_NE(out, nullptr);
+    print_profile(out, s, Roofline{10.0, 200.0, 800.0}, "t");
+    std::fclose(out);
+    const std::string printed(text, len);
+    std::free(text);
+    // 160 GFLOP in 2 s = 80 GFLOP/s: 40% of 200, 10% of 800; 2 s of a 4 s forward.
+    EXPECT_NE(
+        printed.find("weight matmuls (linear + moe_experts + lm_head): 2000.000 ms, 50.0% of the forward, "
+                     "80.00 GFLOP/s = 40.0% of FP32 FMA, 10.0% of int8 VNNI"),
+        std::string::npos)
+        << printed;
 }
 
 TEST(BackendOps, ProfilerSnapshotsAreSafeWhileOpsRecord) {

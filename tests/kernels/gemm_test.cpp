@@ -119,10 +119,12 @@ TEST(GemmInt8, Fp8GemmMatchesItsScalarEmulation) {
         int64_t n;
     };
     // Odd row counts (microtile and panel tails), token counts past one 64-token group and not multiples
-    // of 16, 256-column blocks, a row range inside the weight. At least 40 tokens: below, CPUs with AVX-512
-    // BF16 take the BF16 GEMV instead (linear.cpp); the FP4 test covers the 1- and 2-vector tiles.
-    for (const Case& c : {Case{7, 128, 128, 41}, Case{50, 256, 128, 47}, Case{130, 512, 256, 100},
-                          Case{97, 384, 128, 512}, Case{61, 1024, 128, 64}}) {
+    // of 16 (8 mod 16: the 8-token ymm tail, alone at 72, after 3 vectors at 56), 256-column blocks, a row
+    // range inside the weight. At least 40 tokens: below, CPUs with AVX-512 BF16 take the BF16 GEMV instead
+    // (linear.cpp); the FP4 test covers the 1- and 2-vector tiles.
+    for (const Case& c :
+         {Case{7, 128, 128, 41}, Case{50, 256, 128, 47}, Case{130, 512, 256, 100}, Case{97, 384, 128, 512},
+          Case{61, 1024, 128, 64}, Case{30, 256, 128, 56}, Case{19, 128, 128, 72}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
         const Fp8Weight s = random_fp8(c.rows, c.cols, c.bc, &rng);
         const int64_t ldx = c.cols + 3, r0 = c.rows / 5, r1 = c.rows, out = r1 - r0, ldy = out + 2;
@@ -161,8 +163,10 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
         int64_t rows, cols, n;
         int lo_scale, hi_scale;
     };
-    for (const Case& c : {Case{50, 256, 17, 120, 123}, Case{97, 512, 100, 119, 122},
-                          Case{13, 128, 9, 110, 130}, Case{61, 384, 64, 100, 140}, Case{48, 256, 33, 0, 3}}) {
+    for (const Case& c :
+         {Case{50, 256, 17, 120, 123}, Case{97, 512, 100, 119, 122}, Case{13, 128, 9, 110, 130},
+          Case{61, 384, 64, 100, 140}, Case{48, 256, 33, 0, 3}, Case{25, 256, 24, 119, 121},
+          Case{31, 128, 72, 100, 140}, Case{20, 256, 56, 120, 122}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n) +
                      " scales " + std::to_string(c.lo_scale) + ".." + std::to_string(c.hi_scale));
         std::uniform_int_distribution<int> sc(c.lo_scale, c.hi_scale);

@@ -20,6 +20,9 @@ namespace deepinfer::kernels::cpu::detail {
 // group scales in a 128-column block lie within 2^3 of each other they are folded into the int8 (shifts,
 // still exact) and the block runs the same one-sum-per-128-columns microkernel as FP8, else one sum per
 // group.
+// Token granularity of both: n_pad (xq's and xs's token stride) is a multiple of 8 (tokens past a.n zero);
+// a group of 8 that does not fill a vector of 16 runs as 8 (ymm), not padded to 16.
+constexpr int64_t kGemmQPad = 8;
 struct GemmQTable {
     GemmQFn fp8 = nullptr;
     GemmQFn fp4 = nullptr;

@@ -66,11 +66,12 @@ inline uint8_t max_epu8(__m512i v) {
     return static_cast<uint8_t>(_mm_cvtsi128_si32(z));
 }
 
-// Row r's columns [kb * 128, kb * 128 + 128) into panel row m.
-void decode_fp8_block(const core::Weight& w, const Fp8Tables& t, int64_t r, int64_t kb, int64_t m,
-                      const Panel& p) {
-    const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * w.cols + kb * kQBlock;
-    if ((kb + 1) * kQBlock < w.cols) { // this row's next block, needed after one block of compute
+// One row's 128 codes at `src` (with block scale byte `s`) into panel row m; `next`: prefetch the row's
+// next block, needed after one block of compute. The caller resolves the row and scale addresses once per
+// panel (three 64-bit divisions per row and block were a fifth of the decode).
+inline void decode_fp8_block(const Fp8Tables& t, const uint8_t* src, uint8_t s, bool next, int64_t m,
+                             const Panel& p) {
+    if (next) {
         _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + 64), _MM_HINT_T0);
     }
@@ -78,7 +79,8 @@ void decode_fp8_block(const core::Weight& w, const Fp8Tables& t, int64_t r, int6
     const __m512i mask = _mm512_set1_epi8(0x7f);
     const __m512i m0 = _mm512_and_si512(b0, mask), m1 = _mm512_and_si512(b1, mask);
     const uint8_t max_code = max_epu8(_mm512_max_epu8(m0, m1));
-    const int step = fp8_requant_step_log2(max_code);
+    const int ef = max_code >> 3; // fp8_requant_step_log2, inlined: (max(ef, 1)) - 4
+    const int step = (ef > 1 ? ef : 1) - 4;
     const int8_t* tab = t.tab[step + 3];
     const __m512i lo = _mm512_load_si512(tab), hi = _mm512_load_si512(tab + 64),
                   zero = _mm512_setzero_si512();
@@ -91,8 +93,6 @@ void decode_fp8_block(const core::Weight& w, const Fp8Tables& t, int64_t r, int6
     const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, q0), ones, q1);
     p.corr[m * 4] = -128 * _mm512_reduce_add_epi32(sum);
     p.corr[m * 4 + 1] = p.corr[m * 4 + 2] = p.corr[m * 4 + 3] = 0;
-    const int64_t sc = (w.cols + w.block_cols - 1) / w.block_cols;
-    const uint8_t s = w.scale[r / w.block_rows * sc + kb * kQBlock / w.block_cols];
     p.scale[m * 4] = e8m0(s) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
 }
 
@@ -169,28 +169,42 @@ inline __m512i dpbusd_bcst(__m512i acc, __m512i x, const int8_t* w) {
         : "v"(x), "m"(*reinterpret_cast<const Int32Unaligned*>(w)));
     return acc;
 }
+// The same on 8 tokens (ymm): a token count that is 8 mod 16 runs its last 8 tokens at half the work of a
+// zero-padded 16 (on Zen 4 a zmm vpdpbusd is two ymm ones).
+inline __m256i dpbusd_bcst(__m256i acc, __m256i x, const int8_t* w) {
+    asm("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*reinterpret_cast<const Int32Unaligned*>(w)));
+    return acc;
+}
 
-// ct [MR, n_pad] += panel rows [MR, 128] x tokens [NV x 16] over one 128-column block.
+// ct [MR, n_pad] += panel rows [MR, 128] x tokens [NV x 16 (+ 8 if kH)] over one 128-column block.
 // G == 1: one int32 sum per (row, token) over the 128 columns, one scale per row. G == 4: per 32-column
 // group (FP4 rows whose group scales could not be folded), each group's sum scaled into ct on its own.
-template <int MR, int NV, int G>
+template <int MR, int NV, int G, bool kH>
 void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const float* xs, float* ct) {
     constexpr int kK4 = kQBlock / 4 / G; // 4-column steps per group
+    constexpr int kNvA = NV > 0 ? NV : 1;
     const int8_t* pw = p.w + m0 * kQBlock;
     for (int g = 0; g < G; ++g) {
-        __m512i acc[MR][NV];
+        __m512i acc[MR][kNvA];
+        [[maybe_unused]] __m256i acch[MR];
         for (int m = 0; m < MR; ++m) {
             const int32_t* cr = p.corr + (m0 + m) * 4;
             const int32_t seed = G == 1 ? cr[0] + cr[1] + cr[2] + cr[3] : cr[g];
             for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_set1_epi32(seed);
+            if constexpr (kH) acch[m] = _mm256_set1_epi32(seed);
         }
 #pragma GCC unroll 2
         for (int k4 = g * kK4; k4 < (g + 1) * kK4; ++k4) {
-            __m512i xv[NV];
+            __m512i xv[kNvA];
             for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4);
-            for (int m = 0; m < MR; ++m)
+            [[maybe_unused]] __m256i xh;
+            if constexpr (kH)
+                xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
+            for (int m = 0; m < MR; ++m) {
                 for (int v = 0; v < NV; ++v)
                     acc[m][v] = dpbusd_bcst(acc[m][v], xv[v], pw + m * kQBlock + k4 * 4);
+                if constexpr (kH) acch[m] = dpbusd_bcst(acch[m], xh, pw + m * kQBlock + k4 * 4);
+            }
         }
         for (int v = 0; v < NV; ++v) {
             const __m512 xsv = _mm512_loadu_ps(xs + v * 16);
@@ -200,40 +214,61 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
                 _mm512_storeu_ps(c, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m][v]), s, _mm512_loadu_ps(c)));
             }
         }
+        if constexpr (kH) {
+            const __m256 xsv = _mm256_loadu_ps(xs + NV * 16);
+            for (int m = 0; m < MR; ++m) {
+                float* c = ct + m * n_pad + NV * 16;
+                const __m256 s = _mm256_mul_ps(_mm256_set1_ps(p.scale[(m0 + m) * 4 + g]), xsv);
+                _mm256_storeu_ps(c, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acch[m]), s, _mm256_loadu_ps(c)));
+            }
+        }
     }
 }
 
+// nv whole vectors of 16 tokens, then 8 more tokens if `half` (nv <= 3 then).
 template <int MR, int G>
-void micro_nv(int nv, const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const float* xs,
-              float* ct) {
+void micro_nv(int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad,
+              const float* xs, float* ct) {
+    if (half) {
+        switch (nv) {
+        case 0:
+            return micro<MR, 0, G, true>(p, m0, xq, n_pad, xs, ct);
+        case 1:
+            return micro<MR, 1, G, true>(p, m0, xq, n_pad, xs, ct);
+        case 2:
+            return micro<MR, 2, G, true>(p, m0, xq, n_pad, xs, ct);
+        default:
+            return micro<MR, 3, G, true>(p, m0, xq, n_pad, xs, ct);
+        }
+    }
     switch (nv) {
     case 1:
-        return micro<MR, 1, G>(p, m0, xq, n_pad, xs, ct);
+        return micro<MR, 1, G, false>(p, m0, xq, n_pad, xs, ct);
     case 2:
-        return micro<MR, 2, G>(p, m0, xq, n_pad, xs, ct);
+        return micro<MR, 2, G, false>(p, m0, xq, n_pad, xs, ct);
     case 3:
-        return micro<MR, 3, G>(p, m0, xq, n_pad, xs, ct);
+        return micro<MR, 3, G, false>(p, m0, xq, n_pad, xs, ct);
     default:
-        return micro<MR, 4, G>(p, m0, xq, n_pad, xs, ct);
+        return micro<MR, 4, G, false>(p, m0, xq, n_pad, xs, ct);
     }
 }
 
 template <int G>
-void micro_dispatch(int mr, int nv, const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad,
+void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad,
                     const float* xs, float* ct) {
     switch (mr) {
     case 1:
-        return micro_nv<1, G>(nv, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<1, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     case 2:
-        return micro_nv<2, G>(nv, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<2, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     case 3:
-        return micro_nv<3, G>(nv, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<3, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     case 4:
-        return micro_nv<4, G>(nv, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<4, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     case 5:
-        return micro_nv<5, G>(nv, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<5, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     default:
-        return micro_nv<6, G>(nv, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<6, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     }
 }
 
@@ -249,26 +284,40 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
     int32_t* corr = reinterpret_cast<int32_t*>(scale + kQRowTile * 4);
     int8_t* wq = reinterpret_cast<int8_t*>(corr + kQRowTile * 4); // [kQRowTile, kQBlock]
     const Panel p{wq, scale, corr};
+    const int64_t nkb = w.cols / kQBlock;
+    const uint8_t* wrow[kQRowTile]; // FP8: each panel row's codes and block-scale row
+    const uint8_t* srow[kQRowTile];
     for (int64_t rt = r0; rt < r1; rt += kQRowTile) {
         const int64_t rows = min64(kQRowTile, r1 - rt);
         for (int64_t i = 0; i < rows * n_pad; ++i) ct[i] = 0.0f;
-        for (int64_t kb = 0; kb < w.cols / kQBlock; ++kb) {
-            bool one_scale = true;
+        if constexpr (!kFp4) {
+            const int64_t sc = (w.cols + w.block_cols - 1) / w.block_cols;
             for (int64_t m = 0; m < rows; ++m) {
-                if constexpr (kFp4)
+                const int64_t r = a.row_begin + rt + m;
+                wrow[m] = static_cast<const uint8_t*>(w.data) + r * w.cols;
+                srow[m] = w.scale + r / w.block_rows * sc;
+            }
+        }
+        for (int64_t kb = 0; kb < nkb; ++kb) {
+            bool one_scale = true;
+            if constexpr (kFp4) {
+                for (int64_t m = 0; m < rows; ++m)
                     one_scale &= decode_fp4_block(w, a.row_begin + rt + m, kb, m, p);
-                else
-                    decode_fp8_block(w, t, a.row_begin + rt + m, kb, m, p);
+            } else {
+                const int64_t sb = kb * kQBlock / w.block_cols;
+                for (int64_t m = 0; m < rows; ++m)
+                    decode_fp8_block(t, wrow[m] + kb * kQBlock, srow[m][sb], kb + 1 < nkb, m, p);
             }
             for (int64_t i0 = 0; i0 < n_pad; i0 += 64) {
                 const int nv = static_cast<int>(min64(4, (n_pad - i0) / 16));
+                const bool half = n_pad - i0 < 64 && (n_pad - i0) % 16 != 0;
                 const uint8_t* xqb = xq + (kb * (kQBlock / 4) * n_pad + i0) * 4;
                 const float* xsb = xs + kb * n_pad + i0;
                 for (int64_t m0 = 0; m0 < rows; m0 += 6) {
                     const int mr = static_cast<int>(min64(6, rows - m0));
                     float* c = ct + m0 * n_pad + i0;
-                    one_scale ? micro_dispatch<1>(mr, nv, p, m0, xqb, n_pad, xsb, c)
-                              : micro_dispatch<4>(mr, nv, p, m0, xqb, n_pad, xsb, c);
+                    one_scale ? micro_dispatch<1>(mr, nv, half, p, m0, xqb, n_pad, xsb, c)
+                              : micro_dispatch<4>(mr, nv, half, p, m0, xqb, n_pad, xsb, c);
                 }
             }
         }

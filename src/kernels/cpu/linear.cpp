@@ -21,6 +21,7 @@ namespace {
 
 constexpr int kNoIsa = -1;
 constexpr int64_t kMaxTokensPerCall = 512;
+constexpr int64_t kF32GemmTokens = 128;
 std::atomic<int> g_forced{kNoIsa};
 std::atomic<Numerics> g_numerics{Numerics::kExact};
 
@@ -206,10 +207,12 @@ void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
 
 // The int8 GEMM (`gemm`: FP4's from the Int8Table, or FP8's from gemm_int8.h) after quantizing the
 // activations once for all output rows.
-void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detail::GemmQFn gemm) {
+// `pad`: the token granularity the GEMM takes (gemm_int8.h's: 8, the older FP4 GEMM's: 16).
+void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detail::GemmQFn gemm,
+                 int64_t pad) {
     static const detail::Int8Table q = detail::avx512_vnni_table();
     const core::Weight& w = *a.w;
-    const int64_t rows = a.row_end - a.row_begin, n_pad = (a.n + 15) / 16 * 16;
+    const int64_t rows = a.row_end - a.row_begin, n_pad = (a.n + pad - 1) / pad * pad;
     std::vector<float>& buf = scratch(3); // xq [cols / 4, n_pad, 4] bytes, then xs [cols / 128, n_pad]
     const int64_t xq_floats = w.cols * n_pad / 4, xs_floats = w.cols / detail::kQBlock * n_pad;
     buf.resize(static_cast<size_t>(xq_floats + xs_floats));
@@ -223,6 +226,33 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
         const size_t need = static_cast<size_t>(detail::int8_scratch_floats(n_pad));
         if (s.size() < need) s.resize(need);
         gemm(a, b * 4, std::min(e * 4, rows), xq, xs, n_pad, s.data());
+    };
+    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, std::ref(body));
+}
+
+// The F32 GEMM (every format): activations transposed once to xt [cols, n_pad] (tokens contiguous, zero
+// padding), output rows split over the pool in 6-row microtiles.
+void gemm_f32(const MatmulArgs& a, const detail::KernelTable& k, core::ThreadPool* pool, bool serial) {
+    const core::Weight& w = *a.w;
+    const int64_t rows = a.row_end - a.row_begin;
+    const int64_t n_pad = (a.n + 7) / 8 * 8; // the GEMM runs a last group of 8 tokens as 8 (GemmFn)
+    std::vector<float>& xt = scratch(1);
+    xt.resize(static_cast<size_t>(w.cols * n_pad));
+    auto transpose = [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) {
+            float* dst = xt.data() + c * n_pad;
+            for (int64_t i = 0; i < a.n; ++i) dst[i] = a.x[i * a.ldx + c];
+            for (int64_t i = a.n; i < n_pad; ++i) dst[i] = 0.0f;
+        }
+    };
+    serial ? transpose(0, w.cols) : pool->parallel_for(w.cols, std::ref(transpose));
+    const int64_t micro_rows = (rows + 5) / 6;
+    auto body = [&](int64_t b, int64_t e) {
+        std::vector<float>& panel = scratch(2);
+        const size_t need = static_cast<size_t>(detail::kGemmRowTile * (detail::kGemmKc + n_pad));
+        if (panel.size() < need) panel.resize(need);
+        k.gemm(a, b * 6, std::min(e * 6, rows), xt.data(), n_pad, panel.data(),
+               panel.data() + detail::kGemmRowTile * detail::kGemmKc);
     };
     serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, std::ref(body));
 }
@@ -317,7 +347,7 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
     if (fast_fp8_int8_fits(a, isa)) {
         static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
-        matmul_int8(a, pool, serial, g.fp8);
+        matmul_int8(a, pool, serial, g.fp8, detail::kGemmQPad);
         return;
     }
     if (fast_bf16_fits(a, isa)) {
@@ -331,7 +361,8 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         if (a.n <= kGemvMaxTokens)
             gemv_int8(a, pool, serial);
         else
-            matmul_int8(a, pool, serial, fp8_int8_supported() ? g.fp4 : q.gemm);
+            matmul_int8(a, pool, serial, fp8_int8_supported() ? g.fp4 : q.gemm,
+                        fp8_int8_supported() ? detail::kGemmQPad : 16);
         return;
     }
 
@@ -352,27 +383,18 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         return;
     }
 
-    // GEMM: activations transposed once to xt [cols, n_pad] (tokens contiguous, zero padding).
-    const int64_t n_pad = (a.n + 15) / 16 * 16;
-    std::vector<float>& xt = scratch(1);
-    xt.resize(static_cast<size_t>(w.cols * n_pad));
-    auto transpose = [&](int64_t b, int64_t e) {
-        for (int64_t c = b; c < e; ++c) {
-            float* dst = xt.data() + c * n_pad;
-            for (int64_t i = 0; i < a.n; ++i) dst[i] = a.x[i * a.ldx + c];
-            for (int64_t i = a.n; i < n_pad; ++i) dst[i] = 0.0f;
-        }
-    };
-    serial ? transpose(0, w.cols) : pool->parallel_for(w.cols, std::ref(transpose));
-    const int64_t micro_rows = (rows + 5) / 6; // work split in 6-row microtiles
-    auto body = [&](int64_t b, int64_t e) {
-        std::vector<float>& panel = scratch(2);
-        const size_t need = static_cast<size_t>(detail::kGemmRowTile * (detail::kGemmKc + n_pad));
-        if (panel.size() < need) panel.resize(need);
-        k.gemm(a, b * 6, std::min(e * 6, rows), xt.data(), n_pad, panel.data(),
-               panel.data() + detail::kGemmRowTile * detail::kGemmKc);
-    };
-    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, std::ref(body));
+    // The F32 GEMM, in chunks of kF32GemmTokens: each weight panel is decoded once per chunk, and the
+    // chunk's transposed activations (128 x cols floats: 2 MiB at 4096 columns) are reused from L2 / L3 by
+    // every panel instead of 512 x cols streaming from memory per panel (one core: 58% -> 67% of FMA at 512
+    // tokens). Every chunk, however short, takes the GEMM (not the GEMV), and every output is the same sum
+    // in the same order whatever the chunking.
+    for (int64_t t0 = 0; t0 < a.n; t0 += kF32GemmTokens) {
+        MatmulArgs c = a;
+        c.x = a.x + t0 * a.ldx;
+        c.y = a.y + t0 * a.ldy;
+        c.n = std::min(kF32GemmTokens, a.n - t0);
+        gemm_f32(c, k, pool, serial);
+    }
 }
 
 void set_default_numerics(Numerics numerics) {

@@ -455,26 +455,33 @@ template <class I> void decode_row(const core::Weight& w, int64_t r, int64_t k0,
         for (; c + W <= end; c += W)
             I::storeu(out + c - k0, I::f16(static_cast<const uint16_t*>(w.data) + r * cols + c));
         break;
+    // FP8 / FP4: walked block by block (one division per block, not three per vector: at ~24 tokens the
+    // panel decode is half of the GEMM's time); a vector that would straddle two blocks ends the vector
+    // part, the rest goes through Weight::at.
     case WeightFormat::kFp8Block: {
         const uint8_t* srow = w.scale + r / w.block_rows * scale_cols(w);
+        const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * cols;
         const typename I::V k2p120 = I::set1(bits_f32(247u << 23)); // 2^120
-        for (; c + W <= end; c += W) {
-            if (c / w.block_cols != (c + W - 1) / w.block_cols) break; // a vector straddles two blocks
-            const typename I::V v =
-                I::mul(I::fp8_raw(static_cast<const uint8_t*>(w.data) + r * cols + c), k2p120);
-            I::storeu(out + c - k0, I::mul(v, I::set1(e8m0(srow[c / w.block_cols]))));
+        int64_t b = c / w.block_cols;
+        for (int64_t b_end = (b + 1) * w.block_cols; c + W <= end; b_end += w.block_cols, ++b) {
+            const typename I::V s = I::set1(e8m0(srow[b]));
+            for (; c + W <= end && c + W <= b_end; c += W)
+                I::storeu(out + c - k0, I::mul(I::mul(I::fp8_raw(src + c), k2p120), s));
+            if (c != b_end) break; // a vector straddles two blocks
         }
         break;
     }
     case WeightFormat::kFp4Group: {
         const uint8_t* srow = w.scale + r * scale_cols(w);
+        const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * (cols / 2);
         const typename I::V lut = I::fp4_lut();
         if (c % 2 != 0) break;
-        for (; c + W <= end; c += W) {
-            if (c / w.block_cols != (c + W - 1) / w.block_cols) break;
-            const typename I::V scaled = I::mul(lut, I::set1(e8m0(srow[c / w.block_cols])));
-            I::storeu(out + c - k0,
-                      I::fp4_natural(static_cast<const uint8_t*>(w.data) + r * (cols / 2) + c / 2, scaled));
+        int64_t b = c / w.block_cols;
+        for (int64_t b_end = (b + 1) * w.block_cols; c + W <= end; b_end += w.block_cols, ++b) {
+            const typename I::V scaled = I::mul(lut, I::set1(e8m0(srow[b])));
+            for (; c + W <= end && c + W <= b_end; c += W)
+                I::storeu(out + c - k0, I::fp4_natural(src + c / 2, scaled));
+            if (c != b_end) break;
         }
         break;
     }
@@ -482,29 +489,72 @@ template <class I> void decode_row(const core::Weight& w, int64_t r, int64_t k0,
     for (; c < end; ++c) out[c - k0] = w.at(r, c); // ragged blocks and the column tail
 }
 
-// ct [MR, ld] += panel [MR, kGemmKc] x xt [kc, ld] over NV vectors of tokens: weights broadcast, tokens in
-// vectors, MR * NV accumulators in registers.
-template <class I, int MR, int NV>
+// Prefetches row r's bytes for columns [k0, k0 + kc) into L1: the panel after the one being computed. The
+// rows of a panel lie a row stride apart (dozens of streams: more than the hardware prefetcher follows), so
+// without it the panel decode waits on DRAM for every row (at ~24 tokens most of the GEMM's time).
+inline void prefetch_row(const core::Weight& w, int64_t r, int64_t k0, int64_t kc) {
+    int64_t num = 1, den = 1; // bytes per weight
+    switch (w.format) {
+    case WeightFormat::kF32:
+        num = 4;
+        break;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16:
+        num = 2;
+        break;
+    case WeightFormat::kFp8Block:
+        break;
+    case WeightFormat::kFp4Group:
+        den = 2;
+        break;
+    }
+    const char* p = static_cast<const char*>(w.data) + (r * w.cols + k0) * num / den;
+    const int64_t bytes = kc * num / den;
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+}
+
+// ct [MR, ld] += panel [MR, kGemmKc] x xt [kc, ld] over NV vectors of tokens (+ 8 tokens in a 256-bit
+// half vector if kH, AVX-512 only): weights broadcast, tokens in vectors, MR * NV accumulators in
+// registers. Every output is one FMA chain over k in column order, whatever the tile shape.
+template <class I, int MR, int NV, bool kH = false>
 void micro(const float* panel, const float* xt, int64_t ld, int64_t kc, float* ct) {
     using V = typename I::V;
     constexpr int W = I::kW;
-    V acc[MR][NV];
-    for (int m = 0; m < MR; ++m)
+    constexpr int kNvA = NV > 0 ? NV : 1;
+    V acc[MR][kNvA];
+    [[maybe_unused]] __m256 acch[MR];
+    for (int m = 0; m < MR; ++m) {
         for (int v = 0; v < NV; ++v) acc[m][v] = I::loadu(ct + m * ld + v * W);
+        if constexpr (kH) acch[m] = _mm256_loadu_ps(ct + m * ld + NV * W);
+    }
     for (int64_t k = 0; k < kc; ++k) {
-        V xv[NV];
+        V xv[kNvA];
         for (int v = 0; v < NV; ++v) xv[v] = I::loadu(xt + k * ld + v * W);
+        [[maybe_unused]] __m256 xh;
+        if constexpr (kH) xh = _mm256_loadu_ps(xt + k * ld + NV * W);
         for (int m = 0; m < MR; ++m) {
             const V wb = I::set1(panel[m * kGemmKc + k]);
             for (int v = 0; v < NV; ++v) acc[m][v] = I::fma(wb, xv[v], acc[m][v]);
+            if constexpr (kH) acch[m] = _mm256_fmadd_ps(_mm256_set1_ps(panel[m * kGemmKc + k]), xh, acch[m]);
         }
     }
-    for (int m = 0; m < MR; ++m)
+    for (int m = 0; m < MR; ++m) {
         for (int v = 0; v < NV; ++v) I::storeu(ct + m * ld + v * W, acc[m][v]);
+        if constexpr (kH) _mm256_storeu_ps(ct + m * ld + NV * W, acch[m]);
+    }
 }
 
+// nv whole vectors, then (AVX-512) 8 more tokens if `half` (nv < kNv then).
 template <class I, int MR>
-void micro_nv(int nv, const float* panel, const float* xt, int64_t ld, int64_t kc, float* ct) {
+void micro_nv(int nv, bool half, const float* panel, const float* xt, int64_t ld, int64_t kc, float* ct) {
+    if constexpr (I::kW == 16) {
+        if (half) {
+            if (nv == 0) return micro<I, MR, 0, true>(panel, xt, ld, kc, ct);
+            if (nv == 1) return micro<I, MR, 1, true>(panel, xt, ld, kc, ct);
+            if (nv == 2) return micro<I, MR, 2, true>(panel, xt, ld, kc, ct);
+            return micro<I, MR, 3, true>(panel, xt, ld, kc, ct);
+        }
+    }
     if constexpr (I::kNv >= 4) {
         if (nv == 4) return micro<I, MR, 4>(panel, xt, ld, kc, ct);
         if (nv == 3) return micro<I, MR, 3>(panel, xt, ld, kc, ct);
@@ -514,20 +564,21 @@ void micro_nv(int nv, const float* panel, const float* xt, int64_t ld, int64_t k
 }
 
 template <class I>
-void micro_dispatch(int mr, int nv, const float* panel, const float* xt, int64_t ld, int64_t kc, float* ct) {
+void micro_dispatch(int mr, int nv, bool half, const float* panel, const float* xt, int64_t ld, int64_t kc,
+                    float* ct) {
     switch (mr) {
     case 1:
-        return micro_nv<I, 1>(nv, panel, xt, ld, kc, ct);
+        return micro_nv<I, 1>(nv, half, panel, xt, ld, kc, ct);
     case 2:
-        return micro_nv<I, 2>(nv, panel, xt, ld, kc, ct);
+        return micro_nv<I, 2>(nv, half, panel, xt, ld, kc, ct);
     case 3:
-        return micro_nv<I, 3>(nv, panel, xt, ld, kc, ct);
+        return micro_nv<I, 3>(nv, half, panel, xt, ld, kc, ct);
     case 4:
-        return micro_nv<I, 4>(nv, panel, xt, ld, kc, ct);
+        return micro_nv<I, 4>(nv, half, panel, xt, ld, kc, ct);
     case 5:
-        return micro_nv<I, 5>(nv, panel, xt, ld, kc, ct);
+        return micro_nv<I, 5>(nv, half, panel, xt, ld, kc, ct);
     default:
-        return micro_nv<I, 6>(nv, panel, xt, ld, kc, ct);
+        return micro_nv<I, 6>(nv, half, panel, xt, ld, kc, ct);
     }
 }
 
@@ -546,10 +597,16 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xt, int64_t 
             const int64_t kc = min64(kGemmKc, w.cols - k0);
             for (int64_t m = 0; m < rows; ++m)
                 decode_row<I>(w, a.row_begin + rt + m, k0, kc, panel + m * kGemmKc);
+            const int64_t nk0 =
+                k0 + kc < w.cols ? k0 + kc : 0; // the next panel: these rows', else the next rows'
+            const int64_t nrt = k0 + kc < w.cols ? rt : rt + kGemmRowTile;
+            for (int64_t m = 0; m < kGemmRowTile && nrt + m < r1; ++m)
+                prefetch_row(w, a.row_begin + nrt + m, nk0, min64(kGemmKc, w.cols - nk0));
             for (int64_t i0 = 0; i0 < n_pad; i0 += I::kNv * W) {
                 const int nv = static_cast<int>(min64(I::kNv, (n_pad - i0) / W));
+                const bool half = n_pad - i0 < I::kNv * W && (n_pad - i0) % W != 0; // 8 of 16 (AVX-512)
                 for (int64_t m0 = 0; m0 < rows; m0 += 6)
-                    micro_dispatch<I>(static_cast<int>(min64(6, rows - m0)), nv, panel + m0 * kGemmKc,
+                    micro_dispatch<I>(static_cast<int>(min64(6, rows - m0)), nv, half, panel + m0 * kGemmKc,
                                       xt + k0 * n_pad + i0, n_pad, kc, ct + m0 * n_pad + i0);
             }
         }

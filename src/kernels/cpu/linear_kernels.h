@@ -17,7 +17,8 @@ namespace deepinfer::kernels::cpu::detail {
 using GemvFn = bool (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch);
 
 // GEMM (many tokens): output rows [r0, r1) for all tokens from the transposed activations
-// xt [cols, n_pad] (n_pad a multiple of 16, padding columns zero). Scratch: panel [kGemmRowTile, kGemmKc]
+// xt [cols, n_pad] (n_pad a multiple of 8, padding columns zero; on AVX-512 a last 8 that does not fill
+// a vector of 16 runs in a 256-bit half vector). Scratch: panel [kGemmRowTile, kGemmKc]
 // and ct [kGemmRowTile, n_pad] floats, 64-byte aligned. Works for every format and block size.
 using GemmFn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xt, int64_t n_pad,
                         float* panel, float* ct);
