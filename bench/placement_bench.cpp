@@ -36,6 +36,7 @@
 #include "core/weight.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/ops.h"
+#include "stream_read.h"
 #include "weights/checkpoint.h"
 #include "weights/safetensors.h"
 
@@ -49,40 +50,8 @@ using namespace deepinfer;
 using Clock = std::chrono::steady_clock;
 constexpr size_t kHuge = size_t{2} << 20;
 
-__attribute__((target("avx512f"))) float sum_streams_avx512(const uint8_t* p, int64_t bytes) {
-    const int64_t per = bytes / 4 / 256 * 256;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < per; i += 256)
-        for (int k = 0; k < 256; k += 64) {
-            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(reinterpret_cast<const float*>(p + i + k)));
-            a1 = _mm512_add_ps(a1, _mm512_loadu_ps(reinterpret_cast<const float*>(p + per + i + k)));
-            a2 = _mm512_add_ps(a2, _mm512_loadu_ps(reinterpret_cast<const float*>(p + 2 * per + i + k)));
-            a3 = _mm512_add_ps(a3, _mm512_loadu_ps(reinterpret_cast<const float*>(p + 3 * per + i + k)));
-        }
-    alignas(64) float t[16];
-    _mm512_store_ps(t, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-    float s = 0.0f;
-    for (float v : t) s += v;
-    return s;
-}
-
-volatile float g_sink = 0.0f;
-
-double stream_read_seconds(core::ThreadPool* pool, const uint8_t* p, int64_t bytes) {
-    const int64_t chunk = bytes / pool->num_threads() / 1024 * 1024;
-    const auto t0 = Clock::now();
-    pool->parallel_for(pool->num_threads(), [&](int64_t b, int64_t e) {
-        float s = 0.0f;
-        for (int64_t i = b; i < e; ++i) s += sum_streams_avx512(p + i * chunk, chunk);
-        g_sink = g_sink + s;
-    });
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using bench::median;
+using bench::stream_read_seconds;
 
 // kB of AnonHugePages and FilePmdMapped in the smaps entries overlapping [p, p + n).
 std::string smaps_huge(const void* p, size_t n) {
