@@ -23,6 +23,7 @@
 #include "core/weight.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/ops.h"
+#include "stream_read.h"
 
 namespace {
 
@@ -49,38 +50,8 @@ core::Weight make(const Format& f, int64_t rows, int64_t cols, const uint8_t* da
     return w;
 }
 
-// Seconds to stream `bytes` from p over the pool, 4 sequential streams per thread (the GEMV's pattern).
-__attribute__((target("avx512f"))) float sum_streams_avx512(const uint8_t* p, int64_t bytes) {
-    const int64_t per = bytes / 4 / 256 * 256;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < per; i += 256)
-        for (int k = 0; k < 256; k += 64) {
-            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(reinterpret_cast<const float*>(p + i + k)));
-            a1 = _mm512_add_ps(a1, _mm512_loadu_ps(reinterpret_cast<const float*>(p + per + i + k)));
-            a2 = _mm512_add_ps(a2, _mm512_loadu_ps(reinterpret_cast<const float*>(p + 2 * per + i + k)));
-            a3 = _mm512_add_ps(a3, _mm512_loadu_ps(reinterpret_cast<const float*>(p + 3 * per + i + k)));
-        }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
-volatile float g_sink = 0.0f;
-
-double stream_read_seconds(core::ThreadPool* pool, const uint8_t* p, int64_t bytes) {
-    if (!__builtin_cpu_supports("avx512f")) return 0.0;
-    const int64_t chunk = bytes / pool->num_threads() / 1024 * 1024;
-    const auto t0 = Clock::now();
-    pool->parallel_for(pool->num_threads(), [&](int64_t b, int64_t e) {
-        float s = 0.0f;
-        for (int64_t i = b; i < e; ++i) s += sum_streams_avx512(p + i * chunk, chunk);
-        g_sink = g_sink + s;
-    });
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using bench::median;
+using bench::stream_read_seconds;
 
 } // namespace
 

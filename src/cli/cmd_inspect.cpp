@@ -139,7 +139,7 @@ int inspect_v41(const std::string& dir, const std::string& json_text) {
         return 2;
     }
     print_v41_config(*config);
-    auto ck = weights::Checkpoint::open(dir);
+    auto ck = weights::Checkpoint::open(dir, weights::Placement::kMmap); // inspection reads in place
     if (!ck.ok()) {
         std::fprintf(stderr, "deepinfer inspect: %s\n", ck.status().to_string().c_str());
         return 2;
@@ -215,7 +215,7 @@ int run_inspect(const std::vector<std::string>& argv) {
         return 2;
     }
     print_config(*config);
-    auto ck = weights::Checkpoint::open(dir);
+    auto ck = weights::Checkpoint::open(dir, weights::Placement::kMmap); // inspection reads in place
     if (!ck.ok()) {
         std::fprintf(stderr, "deepinfer inspect: %s\n", ck.status().to_string().c_str());
         return 2;

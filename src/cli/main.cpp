@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "kernels/cpu/linear.h"
+#include "weights/placement.h"
 
 namespace deepinfer::cli {
 std::vector<Command>& command_registry() {
@@ -24,7 +25,32 @@ void print_usage() {
     for (const auto& c : cmds) std::printf("  %-14s %s\n", c.name.c_str(), c.summary.c_str());
     std::printf(
         "\n`deepinfer <command> --help` describes a command's options. Every command also takes\n"
-        "--numerics exact|fast (matmul numerics; default exact, or DEEPINFER_NUMERICS; docs/kernels.md).\n");
+        "--numerics exact|fast (matmul numerics; default exact, or DEEPINFER_NUMERICS) and\n"
+        "--weights-placement mmap|hugepages|auto (where linear weights live: the file maps, or copied at\n"
+        "load into 2 MiB pages; default auto = hugepages where the kernel offers transparent huge pages, or\n"
+        "DEEPINFER_WEIGHTS_PLACEMENT); docs/kernels.md.\n");
+}
+
+// Takes `--name VALUE` or `--name=VALUE` out of args into *value (*from: the flag's name). False (after a
+// message) when the value is missing.
+bool take_flag(std::vector<std::string>* args, const char* name, const char* expected, std::string* value,
+               const char** from) {
+    const std::string flag = name, joined_prefix = flag + "=";
+    for (size_t i = 0; i < args->size(); ++i) {
+        const std::string& a = (*args)[i];
+        if (a != flag && a.rfind(joined_prefix, 0) != 0) continue;
+        const bool joined = a != flag;
+        if (!joined && i + 1 >= args->size()) {
+            std::fprintf(stderr, "deepinfer: %s needs a value: %s\n", name, expected);
+            return false;
+        }
+        *value = joined ? a.substr(joined_prefix.size()) : (*args)[i + 1];
+        *from = name;
+        args->erase(args->begin() + static_cast<std::ptrdiff_t>(i),
+                    args->begin() + static_cast<std::ptrdiff_t>(i + (joined ? 1 : 2)));
+        return true;
+    }
+    return true;
 }
 } // namespace
 
@@ -33,27 +59,19 @@ int main(int argc, char** argv) {
         print_usage();
         return argc < 2 ? 2 : 0;
     }
-    // Matmul numerics for every command (docs/kernels.md): `--numerics exact|fast` anywhere after the
-    // command, else DEEPINFER_NUMERICS, else exact. Read once here; the flag is taken out before the
-    // command parses its own flags.
+    // Options every command takes, read once here and taken out before the command parses its own flags:
+    // matmul numerics (docs/kernels.md): `--numerics exact|fast`, else DEEPINFER_NUMERICS, else exact;
+    // weight placement (docs/kernels.md, "Weight placement"): `--weights-placement mmap|hugepages|auto`,
+    // else DEEPINFER_WEIGHTS_PLACEMENT, else auto.
     std::vector<std::string> rest(argv + 2, argv + argc);
-    std::string numerics;
+    std::string numerics, placement;
     const char* numerics_from = "DEEPINFER_NUMERICS";
+    const char* placement_from = "DEEPINFER_WEIGHTS_PLACEMENT";
     if (const char* env = std::getenv("DEEPINFER_NUMERICS"); env != nullptr) numerics = env;
-    for (size_t i = 0; i < rest.size(); ++i) {
-        if (rest[i] == "--numerics" || rest[i].rfind("--numerics=", 0) == 0) {
-            const bool joined = rest[i].size() > 10;
-            if (!joined && i + 1 >= rest.size()) {
-                std::fprintf(stderr, "deepinfer: --numerics needs a value: exact or fast\n");
-                return 2;
-            }
-            numerics = joined ? rest[i].substr(11) : rest[i + 1];
-            numerics_from = "--numerics";
-            rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i),
-                       rest.begin() + static_cast<std::ptrdiff_t>(i + (joined ? 1 : 2)));
-            break;
-        }
-    }
+    if (const char* env = std::getenv("DEEPINFER_WEIGHTS_PLACEMENT"); env != nullptr) placement = env;
+    if (!take_flag(&rest, "--numerics", "exact or fast", &numerics, &numerics_from)) return 2;
+    if (!take_flag(&rest, "--weights-placement", "mmap, hugepages or auto", &placement, &placement_from))
+        return 2;
     if (!numerics.empty()) {
         deepinfer::kernels::Numerics num;
         if (!deepinfer::kernels::cpu::parse_numerics(numerics, &num)) {
@@ -62,6 +80,15 @@ int main(int argc, char** argv) {
             return 2;
         }
         deepinfer::kernels::cpu::set_default_numerics(num);
+    }
+    if (!placement.empty()) {
+        deepinfer::weights::Placement p;
+        if (!deepinfer::weights::parse_placement(placement, &p)) {
+            std::fprintf(stderr, "deepinfer: %s %s: expected mmap, hugepages or auto\n", placement_from,
+                         placement.c_str());
+            return 2;
+        }
+        deepinfer::weights::set_default_placement(p);
     }
     std::string name = argv[1];
     if (name == "--version") {

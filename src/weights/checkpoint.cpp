@@ -6,7 +6,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
+#include "core/check.h"
+#include "core/logging.h"
 #include "weights/safetensors.h"
 
 namespace deepinfer::weights {
@@ -59,9 +62,10 @@ core::Status shape_error(const TensorInfo& t, const std::string& what, const cor
 
 Checkpoint::~Checkpoint() = default;
 
-core::Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir) {
+core::Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir, Placement placement) {
     auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
     ck->dir_ = dir;
+    ck->placement_ = placement;
     const fs::path root(dir);
     std::error_code ec;
     if (!fs::is_directory(root, ec)) return core::not_found(dir + ": not a checkpoint directory");
@@ -94,7 +98,7 @@ core::Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& di
                                            ", not aligned to its " + std::string(core::dtype_name(e.dtype)) +
                                            " elements");
             ck->tensors_.push_back(TensorInfo{e.name, e.dtype, e.shape, shard, file->data(e),
-                                              static_cast<size_t>(e.end - e.begin)});
+                                              static_cast<size_t>(e.end - e.begin), file->file_offset(e)});
         }
         ck->files_.push_back(std::move(file));
     }
@@ -138,6 +142,58 @@ core::Result<core::TensorView> Checkpoint::tensor(std::string_view name, core::D
 
 core::Result<core::Weight> Checkpoint::weight(std::string_view prefix, int64_t rows, int64_t cols,
                                               const QuantizationConfig& q) const {
+    DI_ASSIGN_OR_RETURN(core::Weight w, mapped_weight(prefix, rows, cols, q));
+    if (placement_ != Placement::kHugePages || prefix == "embed") return w;
+    DI_ASSIGN_OR_RETURN(w.data, placed(*find(std::string(prefix) + ".weight")));
+    if (w.scale != nullptr) {
+        DI_ASSIGN_OR_RETURN(const void* s, placed(*find(std::string(prefix) + ".scale")));
+        w.scale = static_cast<const uint8_t*>(s);
+    }
+    return w;
+}
+
+core::Result<const void*> Checkpoint::placed(const TensorInfo& t) const {
+    std::lock_guard<std::mutex> lock(place_mu_);
+    if (auto it = placed_.find(&t); it != placed_.end()) return it->second;
+    if (arena_refused_) return t.data;
+    if (!arena_) {
+        // Address space for every tensor of the checkpoint (only what is copied becomes resident), each
+        // copy page-aligned.
+        auto arena = HugePageArena::reserve(mapped_bytes() + tensors_.size() * 4096);
+        if (!arena.ok()) {
+            DI_LOG(Warn) << dir_ << ": " << arena.status().message()
+                         << "; weights stay mapped from the files";
+            arena_refused_ = true;
+            return t.data;
+        }
+        arena_ = std::move(arena).value();
+    }
+    const SafetensorsFile* file = nullptr;
+    for (const auto& f : files_)
+        if (f->name() == t.file) file = f.get();
+    DI_CHECK(file != nullptr) << t.file;
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    DI_ASSIGN_OR_RETURN(const void* p, arena_->copy_in(file->fd(), t.offset, t.nbytes, threads,
+                                                       t.file + ": tensor '" + t.name + "'"));
+    file->release(t.data, t.nbytes); // the copy is what the kernels read from now on
+    placed_.emplace(&t, p);
+    return p;
+}
+
+size_t Checkpoint::placed_bytes() const {
+    std::lock_guard<std::mutex> lock(place_mu_);
+    size_t n = 0;
+    for (const auto& [t, p] : placed_) n += t->nbytes;
+    return n;
+}
+
+int64_t Checkpoint::placed_huge_bytes() const {
+    std::lock_guard<std::mutex> lock(place_mu_);
+    return arena_ ? arena_->huge_bytes() : 0;
+}
+
+core::Result<core::Weight> Checkpoint::mapped_weight(std::string_view prefix, int64_t rows, int64_t cols,
+                                                     const QuantizationConfig& q) const {
     const std::string wname = std::string(prefix) + ".weight";
     const std::string sname = std::string(prefix) + ".scale";
     const TensorInfo* t = find(wname);

@@ -5,7 +5,9 @@
 // is a Status naming the file and tensor, never a crash or an out-of-bounds read.
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/weight.h"
+#include "weights/placement.h"
 
 namespace deepinfer::weights {
 
@@ -24,6 +27,7 @@ struct TensorInfo {
     std::string file; // shard file name (relative to the checkpoint dir)
     const void* data; // into the shard's mmap
     size_t nbytes;
+    uint64_t offset = 0; // where the bytes start in the shard file
 };
 
 class SafetensorsFile; // one mmapped file (safetensors.h)
@@ -38,8 +42,11 @@ struct QuantizationConfig {
 
 class Checkpoint {
 public:
-    // dir holds model.safetensors, or model.safetensors.index.json and its shards.
-    static core::Result<std::unique_ptr<Checkpoint>> open(const std::string& dir);
+    // dir holds model.safetensors, or model.safetensors.index.json and its shards. `placement` says where
+    // the linear weights that weight() hands out live (placement.h; kMmap where kHugePages cannot reserve
+    // its address space).
+    static core::Result<std::unique_ptr<Checkpoint>> open(const std::string& dir,
+                                                          Placement placement = default_placement());
     ~Checkpoint();
 
     const std::string& dir() const { return dir_; }
@@ -54,17 +61,37 @@ public:
     // A linear weight [rows = out, cols = in] named `<prefix>.weight`, in whatever format is stored:
     // F32/BF16/F16 as is; F8_E4M3 with `<prefix>.scale` e8m0 [ceil(rows/br), ceil(cols/bc)];
     // I8 packed fp4 [rows, cols/2] with `<prefix>.scale` e8m0 [rows, cols/group].
+    // With Placement::kHugePages the weight and its scales are copied into the huge-page arena on the first
+    // call for that prefix (later calls return the same copy), except `embed` (the token embedding: the
+    // model gathers a few rows per step, so its pages stay mapped and only those rows become resident).
+    // Only the weights asked for are copied (an expert-parallel rank copies its own experts).
     core::Result<core::Weight> weight(std::string_view prefix, int64_t rows, int64_t cols,
                                       const QuantizationConfig& q) const;
 
     // Sum of file bytes mapped (what resident weights cost when every page is touched).
     size_t mapped_bytes() const;
+    Placement placement() const { return placement_; }
+    // Bytes copied into huge-page memory so far (0 with kMmap), and how many of the arena's bytes the kernel
+    // backs with 2 MiB pages (-1: unknown).
+    size_t placed_bytes() const;
+    int64_t placed_huge_bytes() const;
 
 private:
     Checkpoint() = default;
+    // weight() before placement: views into the maps.
+    core::Result<core::Weight> mapped_weight(std::string_view prefix, int64_t rows, int64_t cols,
+                                             const QuantizationConfig& q) const;
+    // t's bytes in the arena (copied on first use).
+    core::Result<const void*> placed(const TensorInfo& t) const;
+
     std::string dir_;
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
     std::vector<TensorInfo> tensors_; // sorted by name
+    Placement placement_ = Placement::kMmap;
+    mutable std::mutex place_mu_;                             // guards arena_ and placed_
+    mutable std::unique_ptr<HugePageArena> arena_;            // reserved at the first copy
+    mutable bool arena_refused_ = false;                      // reserve failed: weights stay mapped
+    mutable std::map<const TensorInfo*, const void*> placed_; // tensor -> its copy
 };
 
 // Dequantize a whole weight to F32 (tests, tools; never the model's hot path). out: [rows, cols].

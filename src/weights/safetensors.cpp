@@ -189,8 +189,11 @@ core::Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::
     }
     void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     int err = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) return core::io_error(display_name + ": mmap failed: " + std::strerror(err));
+    if (p == MAP_FAILED) {
+        ::close(fd);
+        return core::io_error(display_name + ": mmap failed: " + std::strerror(err));
+    }
+    file->fd_ = fd;
     file->base_ = static_cast<const uint8_t*>(p);
     auto header = parse_header(file->base_, file->size_, display_name);
     if (!header.ok()) return header.status(); // the destructor unmaps
@@ -200,6 +203,17 @@ core::Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::
 
 SafetensorsFile::~SafetensorsFile() {
     if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsFile::release(const void* p, size_t n) const {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + n;
+    const uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+    if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+    // Then the page cache's copy (pages another process maps stay).
+    const uint64_t off = static_cast<uint64_t>(static_cast<const uint8_t*>(p) - base_);
+    ::posix_fadvise(fd_, static_cast<off_t>(off), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
 }
 
 } // namespace deepinfer::weights

@@ -54,12 +54,22 @@ public:
     size_t file_size() const { return size_; }
     // Bytes of entry e (validated by parse_header to lie inside the map).
     const void* data(const HeaderEntry& e) const { return base_ + header_.data_offset + e.begin; }
+    // Where entry e starts in the file.
+    uint64_t file_offset(const HeaderEntry& e) const { return header_.data_offset + e.begin; }
+    // The file, open read-only for the map's lifetime (weights::Placement::kHugePages reads tensors with
+    // pread instead of faulting the map in).
+    int fd() const { return fd_; }
+    // Drops this process's mapping of the pages wholly inside [p, p + n) (a pointer into this file's map),
+    // then asks the page cache to drop them (POSIX_FADV_DONTNEED). Hints: the map stays valid and a later
+    // read faults the pages in again.
+    void release(const void* p, size_t n) const;
 
 private:
     SafetensorsFile() = default;
     std::string name_;
     const uint8_t* base_ = nullptr;
     size_t size_ = 0;
+    int fd_ = -1;
     SafetensorsHeader header_;
 };
 

@@ -329,22 +329,11 @@ template <class I, int R, WeightFormat F> void gemv_rows(const MatmulArgs& a, in
             return;
         }
     }
-    for (int64_t t0 = 0; t0 < a.n; t0 += 4) {
-        switch (min64(4, a.n - t0)) {
-        case 1:
-            gemv_tile<I, R, 1, F, false>(a, r, t0, xprep);
-            break;
-        case 2:
-            gemv_tile<I, R, 2, F, false>(a, r, t0, xprep);
-            break;
-        case 3:
-            gemv_tile<I, R, 3, F, false>(a, r, t0, xprep);
-            break;
-        default:
-            gemv_tile<I, R, 4, F, false>(a, r, t0, xprep);
-            break;
-        }
-    }
+    // One tile instantiation per token count 1..4 (an indirect call per tile of 4 rows x cols weights).
+    using Tile = void (*)(const MatmulArgs&, int64_t, int64_t, const float*);
+    static constexpr Tile kByTokens[] = {&gemv_tile<I, R, 1, F, false>, &gemv_tile<I, R, 2, F, false>,
+                                         &gemv_tile<I, R, 3, F, false>, &gemv_tile<I, R, 4, F, false>};
+    for (int64_t t0 = 0; t0 < a.n; t0 += 4) kByTokens[min64(4, a.n - t0) - 1](a, r, t0, xprep);
 }
 
 template <class I, WeightFormat F>
@@ -412,27 +401,26 @@ template <class I> bool gemv_fits(const MatmulArgs& a) {
     return fits<I>(a, 0, a.row_end - a.row_begin);
 }
 
+// WeightFormat's values index the per-format tables below.
+constexpr bool formats_in_order() {
+    return static_cast<int>(WeightFormat::kF32) == 0 && static_cast<int>(WeightFormat::kBF16) == 1 &&
+           static_cast<int>(WeightFormat::kF16) == 2 && static_cast<int>(WeightFormat::kFp8Block) == 3 &&
+           static_cast<int>(WeightFormat::kFp4Group) == 4;
+}
+static_assert(formats_in_order());
+
 template <class I>
 bool gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const float* xprep, float* scratch) {
     if (!fits<I>(a, r0, r1)) return false;
-    switch (a.w->format) {
-    case WeightFormat::kF32:
-        gemv_format<I, WeightFormat::kF32>(a, r0, r1, xprep, scratch);
-        return true;
-    case WeightFormat::kBF16:
-        gemv_format<I, WeightFormat::kBF16>(a, r0, r1, xprep, scratch);
-        return true;
-    case WeightFormat::kF16:
-        gemv_format<I, WeightFormat::kF16>(a, r0, r1, xprep, scratch);
-        return true;
-    case WeightFormat::kFp8Block:
-        gemv_format<I, WeightFormat::kFp8Block>(a, r0, r1, xprep, scratch);
-        return true;
-    case WeightFormat::kFp4Group:
-        gemv_format<I, WeightFormat::kFp4Group>(a, r0, r1, xprep, scratch);
-        return true;
-    }
-    return false;
+    using Fn = void (*)(const MatmulArgs&, int64_t, int64_t, const float*, float*);
+    static constexpr Fn kByFormat[] = {
+        &gemv_format<I, WeightFormat::kF32>, &gemv_format<I, WeightFormat::kBF16>,
+        &gemv_format<I, WeightFormat::kF16>, &gemv_format<I, WeightFormat::kFp8Block>,
+        &gemv_format<I, WeightFormat::kFp4Group>};
+    const auto f = static_cast<size_t>(a.w->format);
+    if (f >= sizeof(kByFormat) / sizeof(kByFormat[0])) return false;
+    kByFormat[f](a, r0, r1, xprep, scratch);
+    return true;
 }
 
 // ---------------------------------------------------------------------------------------------- GEMM
