@@ -11,6 +11,10 @@
 //   - MaskRow: one engine step's masking of a 129,280-logit row (mask cached), at a structural state and
 //     inside a string: the word-by-word copy the engine did before (baseline), apply_logits_constraint's
 //     copy by runs, and mask_logits_in_place (what the engine does now).
+//   - BudgetedOutputs: the server's workload -- outputs of at most N tokens under the budget rule, a fresh
+//     seed each, one warm grammar: mask-cache misses per step and the time per step.
+//   - SampleStep: one engine step for a row (refill, mask in place, sample at temperature 1), without a
+//     constraint, at an object start and inside a string: what the constraint adds, the sampler included.
 // Counters: us_per_step (mask + accept), and the ratio to CopyMask measured in the same run.
 //
 //   structured_bench [--benchmark_filter=...]
