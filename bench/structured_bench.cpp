@@ -11,6 +11,10 @@
 //   - MaskRow: one engine step's masking of a 129,280-logit row (mask cached), at a structural state and
 //     inside a string: the word-by-word copy the engine did before (baseline), apply_logits_constraint's
 //     copy by runs, and mask_logits_in_place (what the engine does now).
+//   - BudgetedOutputs: the server's workload -- outputs of at most N tokens under the budget rule, a fresh
+//     seed each, one warm grammar: mask-cache misses per step and the time per step.
+//   - SampleStep: one engine step for a row (refill, mask in place, sample at temperature 1), without a
+//     constraint, at an object start and inside a string: what the constraint adds, the sampler included.
 // Counters: us_per_step (mask + accept), and the ratio to CopyMask measured in the same run.
 //
 //   structured_bench [--benchmark_filter=...]
@@ -25,6 +29,7 @@
 #include <sstream>
 
 #include "engine/grammar_constraint.h"
+#include "engine/sampler.h"
 #include "real_vocab.h"
 #include "structured/compiled_grammar.h"
 #include "structured/gbnf.h"
@@ -141,6 +146,49 @@ void BM_MaskPerStepCold(benchmark::State& state) {
 BENCHMARK(BM_MaskPerStepWarm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MaskPerStepCold)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
+// The server's workload (tools/bench/structured_mask_cost.py): outputs of at most `tokens` tokens under the
+// budget rule, each with a fresh seed, over one grammar that stays warm across outputs (a long-running
+// server on a recurring schema: the states seen by earlier outputs are cached, new seeds still reach new
+// ones). arg 0: the budget in tokens. Counters: us per step (mask + accept), cache misses per step.
+void BM_BudgetedOutputs(benchmark::State& state) {
+    const int32_t budget = static_cast<int32_t>(state.range(0));
+    auto g = compile(schema_gbnf());
+    std::vector<uint32_t> mask(vocab()->mask_words());
+    uint64_t seed = 1;
+    int64_t steps = 0;
+    const CompiledGrammarStats before = g->stats();
+    for (auto _ : state) {
+        GrammarMatcher m(g);
+        std::mt19937_64 rng(seed++);
+        for (int32_t left = budget; left > 0 && !m.is_terminated(); --left) {
+            m.fill_mask(mask, left);
+            int64_t n = 0;
+            for (uint32_t w : mask) n += std::popcount(w);
+            if (n == 0) break;
+            int64_t k = std::uniform_int_distribution<int64_t>(0, n - 1)(rng);
+            for (std::size_t w = 0; w < mask.size(); ++w) {
+                const int c = std::popcount(mask[w]);
+                if (k >= c) {
+                    k -= c;
+                    continue;
+                }
+                uint32_t bits = mask[w];
+                while (k-- > 0) bits &= bits - 1;
+                m.accept_token(static_cast<int32_t>(w * 32 + std::countr_zero(bits)));
+                break;
+            }
+            ++steps;
+        }
+    }
+    const CompiledGrammarStats after = g->stats();
+    state.counters["misses_per_step"] =
+        static_cast<double>(after.mask_misses - before.mask_misses) / static_cast<double>(steps);
+    state.counters["states"] = static_cast<double>(after.states);
+    state.counters["us_per_step"] = benchmark::Counter(
+        static_cast<double>(steps) * 1e-6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_BudgetedOutputs)->Arg(120)->Arg(500)->Iterations(200)->Unit(benchmark::kMillisecond);
+
 // One uncached mask: at the start of the object (few tokens live) and inside a string (nearly all live).
 void BM_FullWalk(benchmark::State& state) {
     // Inside the free-form "name" string of the first passenger.
@@ -228,6 +276,40 @@ void BM_MaskRow(benchmark::State& state) {
                    kWhat[state.range(1)]);
 }
 BENCHMARK(BM_MaskRow)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
+
+// One engine step for a constrained row, as the engine runs it: refill the row with fresh logits (the
+// forward's output), mask it in place, sample (temperature 1). arg 0: 0 = no constraint (the baseline),
+// 1 = object start, 2 = inside a string. The difference to arg 0 is what the constraint adds per step.
+void BM_SampleStep(benchmark::State& state) {
+    const std::string prefix =
+        state.range(0) == 2 ? "{\"pnr\": \"AB12CD\", \"passengers\": [{\"name\": \"Jo" : "";
+    engine::GrammarConstraint c(compile(schema_gbnf()));
+    for (unsigned char ch : prefix) {
+        int32_t id = 0;
+        while (vocab()->bytes(id) != std::string(1, static_cast<char>(ch)) || vocab()->is_special(id)) ++id;
+        c.accept(id);
+    }
+    std::vector<float> logits(static_cast<std::size_t>(vocab()->size())), row(logits.size());
+    std::mt19937 rng(1);
+    for (float& v : logits) v = std::uniform_real_distribution<float>(-8.0f, 8.0f)(rng);
+    std::vector<uint32_t> mask;
+    engine::Sampler sampler;
+    engine::SamplingParams params;
+    params.temperature = 1.0f;
+    int64_t pos = 0;
+    for (auto _ : state) {
+        std::copy(logits.begin(), logits.end(), row.begin());
+        if (state.range(0) != 0) engine::mask_logits_in_place(c, row, mask);
+        engine::SampleInput in;
+        in.logits = row;
+        in.params = &params;
+        in.position = pos++;
+        benchmark::DoNotOptimize(sampler.sample(in).token);
+    }
+    static const char* kWhat[] = {"no constraint", "object start", "inside a string"};
+    state.SetLabel(kWhat[state.range(0)]);
+}
+BENCHMARK(BM_SampleStep)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
 } // namespace
 

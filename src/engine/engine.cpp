@@ -96,32 +96,16 @@ int32_t LLMEngine::Impl::tokens_left(const Sequence* seq) const {
 }
 
 // Constrained rows are masked where they lie (the engine owns logits_, and a sampling row is read by its
-// own sequence only), with the batch's masks computed in parallel on the compute pool, idle between
-// forwards. The first row of an n > 1 request is left alone: its children sample from it too, each
+// own sequence only). The first row of an n > 1 request is left alone: its children sample from it too, each
 // through its own constraint (sample_row's copy).
-void LLMEngine::Impl::mask_constrained_rows(std::span<const LogitsRow> rows) {
-    row_masked_.assign(rows.size(), 0);
-    std::vector<size_t> todo;
-    for (size_t i = 0; i < rows.size(); ++i) {
-        const LogitsRow& lr = rows[i];
-        if (lr.sample && lr.seq->constraint && !lr.seq->is_finished() && lr.seq->request->children_started)
-            todo.push_back(i);
-    }
-    if (todo.empty()) return;
-    if (row_masks_.size() < todo.size()) row_masks_.resize(todo.size());
-    auto mask_rows = [&](int64_t begin, int64_t end) {
-        for (int64_t k = begin; k < end; ++k) {
-            const size_t i = todo[static_cast<size_t>(k)];
-            std::span<float> row(logits_.data() + i * size_t(vocab_), size_t(vocab_));
-            mask_logits_in_place(*rows[i].seq->constraint, row, row_masks_[static_cast<size_t>(k)],
-                                 tokens_left(rows[i].seq));
-            row_masked_[i] = 1;
-        }
-    };
-    if (todo.size() > 1 && pool_ && pool_->num_threads() > 1)
-        pool_->parallel_for(static_cast<int64_t>(todo.size()), mask_rows);
-    else
-        mask_rows(0, static_cast<int64_t>(todo.size()));
+bool LLMEngine::Impl::maskable(const LogitsRow& lr) const {
+    return lr.sample && lr.seq->constraint && !lr.seq->is_finished() && lr.seq->request->children_started;
+}
+
+void LLMEngine::Impl::mask_row(const LogitsRow& lr, size_t i, std::vector<uint32_t>& mask) {
+    std::span<float> row(logits_.data() + i * size_t(vocab_), size_t(vocab_));
+    mask_logits_in_place(*lr.seq->constraint, row, mask, tokens_left(lr.seq));
+    row_masked_[i] = 1;
 }
 
 SampleInput LLMEngine::Impl::sample_input(const Sequence* seq, std::span<const float> row,
@@ -148,20 +132,32 @@ void LLMEngine::Impl::sample_row(Sequence* seq, std::span<const float> row, int6
     append_token(seq, sampler_.sample(in));
 }
 
+// A batch's rows are masked (constrained ones) and sampled in parallel on the compute pool, idle between
+// forwards: each row by one thread, masked then sampled while it is still in that core's cache. Rows left to
+// sample_row() in order: prompt-logprob rows, the shared first row of an n > 1 request, and every row of a
+// batch too small to split (those constrained rows are masked here, on this thread).
 void LLMEngine::Impl::presample(const std::vector<LogitsRow>& rows) {
     presampled_.assign(rows.size(), std::nullopt);
+    row_masked_.assign(rows.size(), 0);
     const int threads = pool_ ? pool_->num_threads() : 1;
     plain_rows_.clear();
     for (size_t i = 0; i < rows.size(); ++i)
-        if (rows[i].sample && !rows[i].seq->is_finished() && !rows[i].seq->constraint)
+        if (rows[i].sample && !rows[i].seq->is_finished() && (!rows[i].seq->constraint || maskable(rows[i])))
             plain_rows_.push_back(i);
-    if (threads < 2 || plain_rows_.size() < 2) return;
+    if (threads < 2 || plain_rows_.size() < 2) {
+        if (row_masks_.empty()) row_masks_.resize(1);
+        for (size_t i = 0; i < rows.size(); ++i)
+            if (maskable(rows[i])) mask_row(rows[i], i, row_masks_[0]);
+        return;
+    }
     samplers_.resize(threads);
+    if (row_masks_.size() < static_cast<size_t>(threads)) row_masks_.resize(threads);
     const size_t n = plain_rows_.size();
     pool_->parallel_for(threads, [&](int64_t begin, int64_t end) {
         for (int64_t k = begin; k < end; ++k) {
             for (size_t j = static_cast<size_t>(k); j < n; j += static_cast<size_t>(threads)) {
                 const size_t i = plain_rows_[j];
+                if (rows[i].seq->constraint) mask_row(rows[i], i, row_masks_[static_cast<size_t>(k)]);
                 std::span<const float> row(logits_.data() + i * size_t(vocab_), size_t(vocab_));
                 presampled_[i] = samplers_[k].sample(sample_input(rows[i].seq, row, rows[i].position + 1));
             }
@@ -265,7 +261,6 @@ core::Result<std::vector<RequestOutput>> LLMEngine::Impl::step() {
             }
         } else {
             for (const ScheduledChunk& c : sched.chunks) scheduler_.on_computed(c.seq, c.num_tokens);
-            mask_constrained_rows(built.rows);
             presample(built.rows);
             for (size_t i = 0; i < built.rows.size(); ++i) {
                 const LogitsRow& lr = built.rows[i];

@@ -47,9 +47,9 @@ public:
     BlockManager blocks_;
     Scheduler scheduler_;
     Sampler sampler_;
-    // The step's rows sampled in parallel on pool_ (presample()): one Sampler (scratch) per pool thread, and
-    // per logits row its result, or nothing for a row sample_row() takes in order (constrained, prompt
-    // logprobs, or a batch too small to split).
+    // The step's rows masked and sampled in parallel on pool_ (presample()): one Sampler (scratch) per pool
+    // thread, and per logits row its result, or nothing for a row sample_row() takes in order (prompt
+    // logprobs, an n > 1 request's shared first row, or a batch too small to split).
     std::vector<Sampler> samplers_;
     std::vector<std::optional<SampleResult>> presampled_;
     std::vector<size_t> plain_rows_;
@@ -62,7 +62,7 @@ public:
     std::vector<float> logits_;
     std::vector<float> constrained_row_; // a constrained sequence's masked logits row
     std::vector<uint32_t> mask_;
-    std::vector<std::vector<uint32_t>> row_masks_; // per constrained row of a step (masked in parallel)
+    std::vector<std::vector<uint32_t>> row_masks_; // per pool thread: a constrained row's mask
     std::vector<uint8_t> row_masked_;              // per logits row: masked in place already
     std::unique_ptr<core::ThreadPool> pool_;       // persistent compute pool every forward runs on
 
@@ -81,14 +81,17 @@ private:
     }
     // Appends a sampled token and applies the stop rules.
     void append_token(Sequence* seq, const SampleResult& s);
-    // row_masked: the constraint's mask is applied to row already (mask_constrained_rows).
+    // row_masked: the constraint's mask is applied to row already (presample()).
     void sample_row(Sequence* seq, std::span<const float> row, int64_t position, bool row_masked = false);
-    // Masks the constrained sampling rows of logits_ in place, in parallel on the pool; sets row_masked_.
-    void mask_constrained_rows(std::span<const LogitsRow> rows);
+    // The row is a constrained sampling row whose own sequence alone reads it: masked in place.
+    bool maskable(const LogitsRow& lr) const;
+    // Masks logits_ row i (lr's) in place with the sequence's constraint; sets row_masked_[i].
+    void mask_row(const LogitsRow& lr, size_t i, std::vector<uint32_t>& mask);
     int32_t tokens_left(const Sequence* seq) const;
     SampleInput sample_input(const Sequence* seq, std::span<const float> row, int64_t position) const;
-    // Samples the unconstrained rows of `rows` (logits_: one row each) in parallel into presampled_. Each
-    // draw depends only on its own row and sequence, so the tokens are those sample_row() would give.
+    // Masks the constrained rows of `rows` (logits_: one row each) in place and samples them and the
+    // unconstrained ones in parallel into presampled_. Each draw depends only on its own row and sequence,
+    // so the tokens are those sample_row() would give.
     void presample(const std::vector<LogitsRow>& rows);
     void start_children(RequestState* r, std::span<const float> row, int64_t position);
     std::vector<RequestOutput> collect_outputs();

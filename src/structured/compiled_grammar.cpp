@@ -17,8 +17,9 @@ int32_t add_dist(int32_t a, int32_t b) {
 }
 } // namespace
 
-CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab)
-    : g_(std::move(grammar)), vocab_(std::move(vocab)) {
+CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                                 std::size_t mask_cache_bytes)
+    : g_(std::move(grammar)), vocab_(std::move(vocab)), mask_cache_bytes_(mask_cache_bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     compute_rests();
     std::vector<int32_t> seeds{intern_frame(g_.rule_start[g_.root], -1)};
@@ -220,13 +221,34 @@ const CompiledGrammar::CachedMask& CompiledGrammar::cached_mask(int32_t state) {
     auto it = masks_.find(state);
     if (it != masks_.end()) {
         ++stats_.mask_hits;
+        it->second.last_use = ++mask_clock_;
         return it->second;
     }
     ++stats_.mask_misses;
-    if (masks_.size() >= kMaxCachedMasks) masks_.clear();
-    CachedMask& m = masks_[state];
+    CachedMask m;
     compute_mask(state, m);
-    return m;
+    m.bits.shrink_to_fit();
+    m.farther.shrink_to_fit();
+    m.nearer.shrink_to_fit();
+    m.last_use = ++mask_clock_;
+    mask_bytes_ += m.bytes();
+    if (mask_bytes_ > mask_cache_bytes_) evict_masks(); // before the insert: the new one stays
+    return masks_.emplace(state, std::move(m)).first->second;
+}
+
+void CompiledGrammar::evict_masks() {
+    std::vector<std::pair<uint64_t, int32_t>> uses; // (last use, state)
+    uses.reserve(masks_.size());
+    for (const auto& [state, m] : masks_) uses.emplace_back(m.last_use, state);
+    if (uses.empty()) return;
+    const std::size_t drop = (uses.size() + 1) / 2;
+    std::nth_element(uses.begin(), uses.begin() + static_cast<std::ptrdiff_t>(drop) - 1, uses.end());
+    for (std::size_t k = 0; k < drop; ++k) {
+        auto it = masks_.find(uses[k].second);
+        mask_bytes_ -= it->second.bytes();
+        masks_.erase(it);
+        ++stats_.mask_evictions;
+    }
 }
 
 int32_t CompiledGrammar::distance(int32_t state) {
@@ -271,6 +293,7 @@ CompiledGrammarStats CompiledGrammar::stats() {
     CompiledGrammarStats s = stats_;
     s.states = static_cast<int64_t>(states_.size());
     s.frames = static_cast<int64_t>(frames_.size());
+    s.cached_masks = static_cast<int64_t>(masks_.size());
     return s;
 }
 

@@ -8,7 +8,9 @@
 //
 // The token mask of a state walks the vocabulary's byte trie once, pruning every subtree whose prefix is
 // dead; masks are cached per state (the state is the whole stack, so the cache is exact), which makes the
-// common case -- a state seen before, e.g. the inside of a string -- a 16 KB copy.
+// common case -- a state seen before, e.g. the inside of a string -- a 16 KB copy. The cache holds up to
+// mask_cache_bytes; past that the least recently used half is dropped (a long-running server keeps the
+// masks of the states its outputs revisit, instead of losing all of them at once).
 //
 // Budget: every state knows its distance, the fewest bytes that take it to an accepting state (exact:
 // the state holds every stack, and each stack's shortest completion is the sum of its frames' shortest
@@ -38,6 +40,8 @@ struct CompiledGrammarStats {
     int64_t frames = 0;
     int64_t mask_hits = 0;
     int64_t mask_misses = 0;
+    int64_t mask_evictions = 0; // masks dropped to keep the cache within its bytes
+    int64_t cached_masks = 0;
 };
 
 class CompiledGrammar {
@@ -46,7 +50,11 @@ public:
     static constexpr int32_t kNoBudget = INT32_MAX;        // tokens_left: no limit
     static constexpr int32_t kUnreachable = INT32_MAX / 4; // distance: the grammar cannot end from here
 
-    CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
+    // The default mask cache: 2048 masks of the V4 vocabulary (16 KB each).
+    static constexpr std::size_t kDefaultMaskCacheBytes = std::size_t{32} << 20;
+
+    CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                    std::size_t mask_cache_bytes = kDefaultMaskCacheBytes);
 
     const TokenVocabulary& vocab() const { return *vocab_; }
     int32_t initial_state() const { return initial_; }
@@ -68,8 +76,6 @@ public:
 
     CompiledGrammarStats stats();
 
-    // Bounds on the lazily built tables; past them the mask cache is dropped (states stay valid).
-    static constexpr std::size_t kMaxCachedMasks = 1024;
     static constexpr int32_t kMaxStackDepth = 4096;
 
 private:
@@ -93,6 +99,11 @@ private:
         std::vector<uint32_t> bits;
         std::vector<DistToken> farther;
         std::vector<int32_t> nearer;
+        uint64_t last_use = 0; // mask_clock_ at the last lookup
+        std::size_t bytes() const {
+            return bits.capacity() * sizeof(uint32_t) + farther.capacity() * sizeof(DistToken) +
+                   nearer.capacity() * sizeof(int32_t);
+        }
     };
 
     int32_t intern_frame(int32_t node, int32_t parent);
@@ -100,6 +111,7 @@ private:
     int32_t step(int32_t state, uint8_t byte);    // cached
     void compute_mask(int32_t state, CachedMask& out);
     const CachedMask& cached_mask(int32_t state);
+    void evict_masks();   // the least recently used half of the cache
     void compute_rests(); // rest_ for every node
 
     Grammar g_;
@@ -113,6 +125,9 @@ private:
     std::unordered_map<std::string, int32_t> state_ids_;
     std::vector<int32_t> trans_; // [states * 256]; -2 = not computed yet
     std::unordered_map<int32_t, CachedMask> masks_;
+    std::size_t mask_cache_bytes_;
+    std::size_t mask_bytes_ = 0; // held by masks_
+    uint64_t mask_clock_ = 0;
     std::vector<uint32_t> mark_; // per frame: epoch of the last closure that visited it
     uint32_t epoch_ = 0;
     std::vector<int32_t> work_, seeds_;

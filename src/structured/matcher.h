@@ -39,6 +39,9 @@ public:
     // Undoes the last n accepted tokens (or accept_bytes calls); false if fewer were accepted.
     bool rollback(int32_t n);
     int32_t num_accepted() const { return static_cast<int32_t>(states_.size()) - 1; }
+    // The current automaton state of the shared CompiledGrammar (CompiledGrammar::kDead never: a rejected
+    // token leaves the state unchanged). For tests and diagnostics.
+    int32_t state() const { return states_.back(); }
     const TokenVocabulary& vocab() const { return grammar_->vocab(); }
     bool budget_aware() const { return grammar_->budget_aware(); }
 

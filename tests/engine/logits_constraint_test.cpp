@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "engine/engine.h"
@@ -80,6 +81,51 @@ TEST(LogitsConstraint, EveryCompletionFollowsItsGrammarThroughPreemption) {
                 EXPECT_TRUE(check->accept(t)) << "token " << t << " in " << text_of(outs[k], *vocab);
             EXPECT_EQ(res.finish.at(reqs[i].id)[k], "stop") << text_of(outs[k], *vocab);
             EXPECT_TRUE(check->is_terminated());
+        }
+    }
+}
+
+// A step's constrained rows are masked and sampled on the engine's pool (one thread: in order; 2 and 3:
+// rows split over the threads, masked and sampled there, next to unconstrained ones): the same tokens.
+TEST(LogitsConstraint, RowsMaskedAndSampledInParallelGiveTheSameTokens) {
+    auto vocab = fake_vocab();
+    auto list = make_grammar_constraint(
+        GrammarKind::kGbnf, "root ::= \"[\" num (\",\" num){0,5} \"]\"\nnum ::= [1-9] [0-9]{0,2}\n", vocab);
+    ASSERT_TRUE(list.ok()) << list.status().to_string();
+    std::vector<Request> reqs = mixed_workload(24, 120, 1, kVocab, 91);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        Request& r = reqs[i];
+        r.params.max_tokens = 40;
+        if (i % 3 != 2) r.params.constraint = *list; // every third row unconstrained
+        r.params.temperature = 1.0f;
+        r.params.seed = i;
+        r.params.n = i % 5 == 1 ? 2 : 1;
+    }
+    std::map<std::string, std::vector<std::vector<int32_t>>> first;
+    for (int threads = 1; threads <= 3; ++threads) {
+        EngineConfig c;
+        c.block_size = 16;
+        c.num_kv_blocks = 200;
+        c.max_num_seqs = 16;
+        c.max_num_batched_tokens = 512;
+        c.num_threads = threads;
+        FakeModel model(kVocab);
+        auto engine = LLMEngine::create(&model, c);
+        ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+        RunResult res = run_engine(**engine, reqs);
+        ASSERT_TRUE(res.ok);
+        EXPECT_GT(res.max_batch, 2);
+        if (threads == 1) {
+            first = res.tokens;
+            continue;
+        }
+        for (const Request& r : reqs)
+            EXPECT_EQ(res.tokens.at(r.id), first.at(r.id)) << r.id << ", " << threads;
+    }
+    for (std::size_t i = 0; i < reqs.size(); i += 3) { // the constrained outputs follow the grammar
+        for (const auto& out : first.at(reqs[i].id)) {
+            auto check = reqs[i].params.constraint->clone();
+            for (int32_t t : out) EXPECT_TRUE(check->accept(t)) << text_of(out, *vocab);
         }
     }
 }
