@@ -253,6 +253,21 @@ void bucket_histogram(const int16_t* bucket, const float* mass, int32_t vocab, i
     double* h2 = h1 + stride;
     double* h3 = h2 + stride;
     int32_t t = 0;
+    for (; t + 16 <= vocab; t += 16) {
+        // A block of 16 tokens all in the discard slot (-1: masked, e.g. by a grammar, or below the range)
+        // adds nothing to a kept bucket: skip it. The kept buckets' sums are unchanged (same lanes, same
+        // order), so every draw is too; a constrained row no longer pays a chain of dependent stores into
+        // the one discard slot.
+        int16_t all = -1; // stays -1 only if every token of the block is discarded
+        for (int32_t i = t; i < t + 16; ++i) all = static_cast<int16_t>(all & bucket[i]);
+        if (all == -1) continue;
+        for (int32_t i = t; i < t + 16; i += 4) {
+            h0[bucket[i]] += mass[i];
+            h1[bucket[i + 1]] += mass[i + 1];
+            h2[bucket[i + 2]] += mass[i + 2];
+            h3[bucket[i + 3]] += mass[i + 3];
+        }
+    }
     for (; t + 4 <= vocab; t += 4) {
         h0[bucket[t]] += mass[t];
         h1[bucket[t + 1]] += mass[t + 1];
