@@ -41,26 +41,20 @@ int64_t DeepseekV41Model::split_block_floats() const {
 void DeepseekV41Model::copy_split_block(int32_t src, int32_t dst, bool pack, float* buf) {
     const ModelConfig& c = config_;
     // pack: local block src -> buf; else buf -> local block dst (src unused).
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        const int64_t n = spec_.block_size * c.head_dim;
+    // One store's n floats per block: to or from buf, which moves past them.
+    auto move = [&](std::vector<float>& store, int64_t n) {
         if (pack)
-            std::copy_n(pools_.raw[l].data() + src * n, n, buf);
+            std::copy_n(store.data() + src * n, n, buf);
         else
-            std::copy_n(buf, n, pools_.raw[l].data() + dst * n);
+            std::copy_n(buf, n, store.data() + dst * n);
         buf += n;
+    };
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        move(pools_.raw[l], spec_.block_size * c.head_dim);
         if (!c.is_kv_source(l)) continue;
-        const int64_t e = spec_.block_size / c.compress_ratios[l] * c.head_dim;
-        if (pack)
-            std::copy_n(pools_.comp[l].data() + src * e, e, buf);
-        else
-            std::copy_n(buf, e, pools_.comp[l].data() + dst * e);
-        buf += e;
-        const int64_t k = spec_.block_size / c.compress_ratios[l] * c.index_head_dim;
-        if (pack)
-            std::copy_n(pools_.keys[l].data() + src * k, k, buf);
-        else
-            std::copy_n(buf, k, pools_.keys[l].data() + dst * k);
-        buf += k;
+        const int64_t entries = spec_.block_size / c.compress_ratios[l];
+        move(pools_.comp[l], entries * c.head_dim);
+        move(pools_.keys[l], entries * c.index_head_dim);
     }
 }
 
