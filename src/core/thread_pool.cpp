@@ -14,6 +14,7 @@ namespace deepinfer::core {
 
 namespace {
 std::atomic<int> g_default_threads{0};
+std::atomic<uint64_t> g_next_pool_id{1};
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -78,7 +79,8 @@ int claim(std::atomic<uint64_t>& generation, uint64_t gen, int chunks) {
 }
 } // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)), id_(g_next_pool_id.fetch_add(1, std::memory_order_relaxed)) {
     spin_us_.store(initial_spin_us(), std::memory_order_relaxed);
     caller_spin_us_ = spin_us();
     for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
@@ -136,6 +138,23 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     }
     fn_ = nullptr;
     busy_.store(false, std::memory_order_release);
+}
+
+void ThreadPool::run_on_each_thread(const std::function<void()>& fn) {
+    if (num_threads_ == 1) {
+        fn();
+        return;
+    }
+    // One chunk per thread, and no chunk returns before all num_threads_ have started: a thread can claim
+    // a second chunk only after leaving its first, so each chunk runs on a different thread. The caller
+    // wakes sleeping workers when it publishes the loop, so the barrier always fills.
+    std::atomic<int> arrived{0};
+    auto body = [&](int64_t, int64_t) {
+        fn();
+        arrived.fetch_add(1, std::memory_order_acq_rel);
+        while (arrived.load(std::memory_order_acquire) < num_threads_) std::this_thread::yield();
+    };
+    parallel_for(num_threads_, std::ref(body));
 }
 
 void ThreadPool::worker(int) {

@@ -33,6 +33,12 @@ public:
     int num_threads() const { return num_threads_; }
     // fn(begin, end) over contiguous chunks of [0, n).
     void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+    // fn() exactly once on every thread of the pool (the caller included), for per-thread setup such as
+    // sizing thread-local scratch; returns when all have run. Each thread waits in it until every other has
+    // arrived (that is what pins one call to each thread), so it is for setup and growth, never a step.
+    void run_on_each_thread(const std::function<void()>& fn);
+    // Distinct for every pool the process creates (never reused, unlike an address).
+    uint64_t id() const { return id_; }
 
     // How long an idle worker (and a waiting caller) spins before it sleeps; 0 = sleep at once (the
     // condition-variable pool). Default kDefaultSpinUs, or DEEPINFER_POOL_SPIN_US at construction.
@@ -49,6 +55,7 @@ private:
     void run_chunk(int index);
 
     int num_threads_;
+    uint64_t id_;
     std::atomic<int> spin_us_{kDefaultSpinUs};
     int caller_spin_us_ = kDefaultSpinUs; // the caller's adaptive spin (thread_pool.cpp); touched under busy_
     std::vector<std::thread> workers_;

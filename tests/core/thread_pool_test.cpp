@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -56,4 +58,32 @@ TEST(ThreadPool, NegativeSpinMeansSleepAtOnce) {
     ThreadPool pool(2);
     pool.set_spin_us(-3);
     EXPECT_EQ(pool.spin_us(), 0);
+}
+
+// run_on_each_thread runs its function once on every distinct thread (the caller and each worker), whether
+// the workers are spinning, asleep, or were just woken; parallel_for alone gives no such guarantee (the
+// caller may claim every chunk). Pool ids are distinct.
+TEST(ThreadPool, RunOnEachThreadReachesEveryThreadOnce) {
+    for (int spin_us : {0, 100}) {
+        for (int threads : {1, 2, 4}) {
+            ThreadPool pool(threads);
+            pool.set_spin_us(spin_us);
+            for (int rep = 0; rep < 50; ++rep) {
+                std::mutex mu;
+                std::vector<std::thread::id> seen;
+                pool.run_on_each_thread([&] {
+                    std::lock_guard<std::mutex> lock(mu);
+                    seen.push_back(std::this_thread::get_id());
+                });
+                ASSERT_EQ(static_cast<int>(seen.size()), threads) << spin_us << " " << rep;
+                std::sort(seen.begin(), seen.end());
+                EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end()) << "a thread ran it twice";
+                EXPECT_NE(std::find(seen.begin(), seen.end(), std::this_thread::get_id()), seen.end())
+                    << "the caller is one of the threads";
+                if (rep % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+        }
+    }
+    ThreadPool a(2), b(2);
+    EXPECT_NE(a.id(), b.id());
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 #include "core/check.h"
@@ -116,6 +117,30 @@ void reserve_thread_scratch(int64_t n, int64_t cols) {
         std::vector<float>& buf = scratch(i);
         if (buf.size() < static_cast<size_t>(need)) buf.resize(static_cast<size_t>(need));
     }
+}
+
+void reserve_pool_scratch(core::ThreadPool* pool, int64_t n, int64_t cols) {
+    if (pool == nullptr) {
+        reserve_thread_scratch(n, cols);
+        return;
+    }
+    // What each pool (by id) has reserved on all its threads. A pool is driven by one caller at a time, but
+    // several pools (engines, tests) may share the process: the record is locked.
+    struct Reserved {
+        uint64_t pool;
+        int64_t n, cols;
+    };
+    static std::mutex mu;
+    static std::vector<Reserved> reserved;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = std::find_if(reserved.begin(), reserved.end(),
+                           [&](const Reserved& r) { return r.pool == pool->id(); });
+    if (it != reserved.end() && n <= it->n && cols <= it->cols) return;
+    if (it == reserved.end()) it = reserved.insert(reserved.end(), {pool->id(), 0, 0});
+    it->n = std::max(it->n, n);
+    it->cols = std::max(it->cols, cols);
+    const int64_t rn = it->n, rc = it->cols;
+    pool->run_on_each_thread([rn, rc] { reserve_thread_scratch(rn, rc); });
 }
 
 namespace {

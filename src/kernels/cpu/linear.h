@@ -9,6 +9,10 @@
 
 #include "kernels/ops.h"
 
+namespace deepinfer::core {
+class ThreadPool;
+}
+
 namespace deepinfer::kernels::cpu {
 
 enum class Isa : uint8_t {
@@ -49,6 +53,10 @@ bool fp8_int8_supported();
 // that run whole matmuls picked dynamically (cpu/moe.cpp's expert split): without it, the first time a
 // thread draws a larger matmul than before would allocate, in a steady-state step.
 void reserve_thread_scratch(int64_t n, int64_t cols);
+// reserve_thread_scratch on every thread of `pool` (nullptr: the calling thread), once per growth: a call
+// within what this pool already reserved only compares two numbers. Run before a loop whose threads draw
+// matmuls dynamically, so that which thread draws which never decides whether a step allocates.
+void reserve_pool_scratch(core::ThreadPool* pool, int64_t n, int64_t cols);
 
 // Token counts up to this use the GEMV kernels (weights decoded in registers, streamed once per 4 tokens);
 // larger ones the blocked GEMM (weights dequantized once per panel, reused by every token).

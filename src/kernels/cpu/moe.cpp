@@ -144,14 +144,15 @@ struct Job {
 };
 
 // fn(job, thread) for jobs [0, n), handed out one at a time from a shared counter (a slower or descheduled
-// vCPU takes fewer), each run by one thread. Which thread runs which matmul changes from step to step, so
-// each thread first sizes its matmul scratch for any of them (up to `rows` tokens, `cols` columns): a
-// steady-state step allocates nothing.
+// vCPU takes fewer), each run by one thread. Which thread runs which matmul changes from step to step (and
+// a thread may run none in one step and all in the next), so every thread of the pool first has its matmul
+// scratch sized for any of them (up to `rows` tokens, `cols` columns): a steady-state step allocates
+// nothing.
 template <typename Fn>
 void run_jobs(core::ThreadPool* pool, int64_t n, int64_t rows, int64_t cols, const Fn& fn) {
+    reserve_pool_scratch(pool, rows, cols);
     std::atomic<int64_t> next{0};
     auto body = [&](int64_t b, int64_t e) {
-        reserve_thread_scratch(rows, cols);
         for (int64_t th = b; th < e; ++th) // one index per thread: th is the thread's own
             for (int64_t j = next.fetch_add(1, std::memory_order_relaxed); j < n;
                  j = next.fetch_add(1, std::memory_order_relaxed))
