@@ -53,6 +53,46 @@ void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_
     ws.release(mark);
 }
 
+CpRows cp_rows(const CpShard* cp, int64_t T) {
+    CpRows r;
+    r.T = T;
+    r.per = T;
+    r.end = T;
+    if (cp == nullptr || !cp->active() || T < kCpSplitMinRows) return r;
+    r.split = true;
+    r.per = (T + cp->size() - 1) / cp->size();
+    r.begin = std::min(T, cp->rank() * r.per);
+    r.end = std::min(T, r.begin + r.per);
+    return r;
+}
+
+void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows, float* x, int64_t width,
+                    int64_t ld) {
+    if (!rows.split) return;
+    const int64_t n = cp.size(), per = rows.per;
+    kernels::Workspace& ws = be.workspace();
+    const kernels::Workspace::Mark mark = ws.mark();
+    float* send = ws.take<float>(per * width);     // [per, width] this rank's rows, zero past T
+    float* recv = ws.take<float>(n * per * width); // [n, per, width]
+    for (int64_t i = 0; i < per; ++i) {
+        const int64_t t = rows.begin + i;
+        if (t < rows.end)
+            std::copy_n(x + t * ld, width, send + i * width);
+        else
+            std::fill_n(send + i * width, width, 0.0f);
+    }
+    core::Status st = cp.group->all_gather_f32(std::span<const float>(send, static_cast<size_t>(per * width)),
+                                               std::span<float>(recv, static_cast<size_t>(n * per * width)));
+    if (!st.ok()) {
+        if (cp.status && cp.status->ok()) *cp.status = st.with_context("context parallel row gather");
+        ws.release(mark);
+        return;
+    }
+    for (int64_t t = 0; t < rows.T; ++t) // rank t / per wrote row t at its slot t % per
+        if (t < rows.begin || t >= rows.end) std::copy_n(recv + t * width, width, x + t * ld);
+    ws.release(mark);
+}
+
 void cp_indexer(kernels::Backend& be, const CpShard& cp, const kernels::IndexerParams& ip) {
     using Phase = kernels::IndexerParams::Phase;
     const int64_t n_total = ip.n_total;

@@ -46,6 +46,41 @@ inline int64_t cp_indexer_floats(int64_t n_total) {
     return std::max<int64_t>(int64_t{1} << 18, n_total);
 }
 
+// Distributed prompt rows (docs/parallelism.md "Context parallelism"): the rows [0, T) of a forward split
+// into `size` contiguous parts of `per` = ceil(T / size) rows, rank r's part [r * per, min(T, (r + 1) * per))
+// (the last parts shorter or empty). A rank runs the per-row work (projections, output projection, MoE) on
+// its part only and cp_gather_rows hands every rank every row, so the state machines that need all rows
+// (KV stores, compressors, indexer, the attention merge) run on every rank as before. split is false (every
+// rank runs every row) without CP or below kCpSplitMinRows rows: a decode step has too few rows to divide,
+// and T is the batch's, the same on every rank, so every rank takes the same decision and enters the same
+// gathers.
+struct CpRows {
+    bool split = false;
+    int64_t T = 0, per = 0;     // per: rows of each part (T when not split)
+    int64_t begin = 0, end = 0; // this rank's rows (0, T when not split)
+    int64_t count() const { return end - begin; }
+};
+constexpr int64_t kCpSplitMinRows = 16;
+CpRows cp_rows(const CpShard* cp, int64_t T);
+
+// After each rank wrote rows [rows.begin, rows.end) of x [T, width] (row stride ld >= width), every rank
+// holds all T rows, bit for bit what their owners computed. One all-gather of size * per * width floats
+// (cp_gather_rows_floats of workspace). Not split: nothing (and no collective). Every rank must call it
+// whenever rows.split. A failed collective sets *cp.status and leaves the other ranks' rows as they were.
+void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows, float* x, int64_t width,
+                    int64_t ld);
+inline void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows, float* x,
+                           int64_t width) {
+    cp_gather_rows(be, cp, rows, x, width, width);
+}
+
+// Workspace floats cp_gather_rows takes for `width` floats per row of a T-row forward over `size` ranks.
+inline int64_t cp_gather_rows_floats(int64_t size, int64_t T, int64_t width) {
+    if (size <= 1) return 0;
+    const int64_t per = (T + size - 1) / size;
+    return (size + 1) * per * width;
+}
+
 // Workspace floats per token cp_merge_partials takes for a group of `size` ranks (0 without CP).
 inline int64_t cp_merge_floats(int64_t size, int64_t H, int64_t d) {
     return size > 1 ? (size + 1) * H * (d + 2) + 2 * H : 0;
