@@ -121,8 +121,9 @@ protected:
     Layout layout() const { return std::get<1>(GetParam()); }
 };
 
-// Each golden prompt: prefill in chunks of 5 (every row's logits), 8 greedy decode steps, through the step
-// protocol; logits within the bound of the unsharded model's, equal tokens.
+// Each golden prompt: prefill in chunks (every row's logits; V4: 19 and 5 rows in turn, so the long prompts'
+// 19-row chunks are split over the CP ranks), 8 greedy decode steps, through the step protocol; logits
+// within the bound of the unsharded model's, equal tokens.
 TEST_P(MpiCp, GreedyTokensEqualOneProcess) {
     CpRun run(model(), layout());
     run.load();
@@ -141,12 +142,16 @@ TEST_P(MpiCp, GreedyTokensEqualOneProcess) {
     double worst = 0, largest = 0;
     int64_t positions = 0;
     std::vector<double> prompt_worst(n_prompts, 0.0);
+    // V4: chunks of 19 and 5 rows in turn, so prompts 6-8 split their 19-row (and a 17-row) chunks over
+    // the CP ranks (>= kCpSplitMinRows: distributed prompt chunks) and the 5-row ones run replicated.
+    // V4.1: chunks of 5.
+    const std::vector<size_t> chunks = run.v41() ? std::vector<size_t>{5} : std::vector<size_t>{19, 5};
     for (int p = 0; p < n_prompts; ++p) {
         const std::vector<int32_t> ids = g.ids("prompt." + std::to_string(p) + ".ids");
         const int64_t total = static_cast<int64_t>(ids.size()) + 8;
         KvCacheSpec spec{kBlockSize, (total + kBlockSize - 1) / kBlockSize, 1};
         for (CausalLm* lm : {static_cast<CausalLm*>(&leader), run.ref()}) {
-            ASSERT_TRUE(lm->configure_runtime({8, 1}).ok());
+            ASSERT_TRUE(lm->configure_runtime({24, 1}).ok());
             ASSERT_TRUE(lm->init_kv_cache(spec).ok());
         }
         std::vector<int32_t> blocks;
@@ -155,8 +160,8 @@ TEST_P(MpiCp, GreedyTokensEqualOneProcess) {
         std::vector<float> la, lb;
         std::vector<int32_t> tokens_a, tokens_b, next_a = ids, next_b = ids;
         for (int step = 0; step <= 8; ++step) {
-            for (size_t s = 0; s < next_a.size(); s += 5) {
-                const size_t e = std::min(next_a.size(), s + 5);
+            for (size_t s = 0, i = 0; s < next_a.size(); s += chunks[i++ % chunks.size()]) {
+                const size_t e = std::min(next_a.size(), s + chunks[i % chunks.size()]);
                 core::Status sa =
                     a.feed(std::vector<int32_t>(next_a.begin() + s, next_a.begin() + e), 0, true, &la);
                 core::Status sb =
@@ -401,6 +406,108 @@ TEST_P(MpiCp, SplitIndexerPicksEqualOneProcess) {
         std::printf("[cp] %s %s np %d: indexer picks equal to one process (%lld slots, %lld picks)\n",
                     model().c_str(), layout().name, g_world->size(), static_cast<long long>(compared),
                     static_cast<long long>(real_picks));
+    }
+}
+
+// Lockstep: distributed prompt chunks (context_parallel.h cp_rows). A prefill of >= kCpSplitMinRows rows is
+// split over the CP ranks: each rank runs the per-row work (mHC, projections, output projection, MoE) on
+// its contiguous part only. The profiler's census proves it: on every rank the router ran on exactly its
+// cp_rows() rows (4·E flops per row and layer; replicated on every row under EP on CP, whose MoE group
+// spans the CP ranks), and over the CP group the linear and expert flops add up to one process's — no row
+// computed twice, none skipped. A decode step (one row) is not split: every rank's census equals one
+// process's. The greedy tokens after the prefill equal one process's (np 2 and np 4: cp 2 and cp 4).
+TEST_P(MpiCp, SplitPromptRowsDivideTheWork) {
+    if (model().rfind("tiny-v41", 0) == 0) GTEST_SKIP() << "V4 (V4.1 has its own)";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.shard_);
+    const Goldens g(model());
+    const std::vector<int32_t> ids = g.ids("prompt.8.ids");
+    const int64_t n = static_cast<int64_t>(ids.size()), steps = 4;
+    ASSERT_GE(n, 4 * kCpSplitMinRows);
+    KvCacheSpec spec{kBlockSize, (n + steps + kBlockSize - 1) / kBlockSize, 1};
+    std::vector<CausalLm*> lms = {run.shard_.get()};
+    if (run.ref_) lms.push_back(run.ref_.get());
+    for (CausalLm* lm : lms) {
+        ASSERT_TRUE(lm->configure_runtime({n, 1}).ok());
+        ASSERT_TRUE(lm->init_kv_cache(spec).ok());
+        lm->profiler()->set_enabled(true);
+        lm->profiler()->clear();
+    }
+    std::vector<int32_t> blocks;
+    for (int32_t b = 0; b < spec.num_blocks; ++b) blocks.push_back(b);
+    SequenceRunner a(run.shard_.get(), 0, blocks);
+    std::unique_ptr<SequenceRunner> b;
+    if (run.ref_) b = std::make_unique<SequenceRunner>(run.ref_.get(), 0, blocks);
+
+    const ModelConfig& c = run.shard_->config();
+    const int world = g_world->size(), tp = layout().tp;
+    using kernels::OpKind;
+    // This rank's census of the latest forward, gathered: [world][linear, experts, routing] flops.
+    auto census = [&](CausalLm* lm) {
+        const kernels::ProfileSnapshot p = lm->profiler()->snapshot();
+        lm->profiler()->clear();
+        return std::vector<int64_t>{
+            static_cast<int64_t>(p.ops[static_cast<size_t>(OpKind::kLinear)].flops),
+            static_cast<int64_t>(p.ops[static_cast<size_t>(OpKind::kMoeExperts)].flops),
+            static_cast<int64_t>(p.ops[static_cast<size_t>(OpKind::kMoeRouting)].flops)};
+    };
+    auto gathered = [&](const std::vector<int64_t>& mine) {
+        std::vector<int64_t> all(mine.size() * world);
+        EXPECT_TRUE(g_world->all_gather_i64(mine, all).ok());
+        return all;
+    };
+    const int64_t routing_per_row = 4 * c.n_routed_experts * c.num_hidden_layers;
+    std::vector<float> la, lb;
+    for (int64_t step = 0; step <= steps; ++step) {
+        std::vector<int32_t> next = ids;
+        if (step > 0) {
+            const int64_t V = c.vocab_size;
+            const int32_t tok = argmax(la.data() + la.size() - V, V);
+            if (b) {
+                EXPECT_EQ(tok, argmax(lb.data() + lb.size() - V, V)) << "step " << step;
+            }
+            next = {tok};
+        }
+        ASSERT_TRUE(a.feed(next, 0, false, &la).ok());
+        const std::vector<int64_t> all = gathered(census(run.shard_.get()));
+        std::vector<int64_t> one;
+        if (b) {
+            ASSERT_TRUE(b->feed(next, 0, false, &lb).ok());
+            one = census(run.ref_.get());
+            EXPECT_LT(max_abs_diff(la, lb), kLogitTolerance) << "step " << step;
+        }
+        const int64_t T = static_cast<int64_t>(next.size());
+        const CpShard cp{run.groups_.cp.get(), nullptr};
+        const CpRows rows = cp_rows(&cp, T);
+        EXPECT_EQ(rows.split, step == 0);
+        // This rank's router rows: its part, or every row (decode step; EP on CP).
+        const int64_t routed = rows.split && !layout().ep_on_cp ? rows.count() : T;
+        EXPECT_EQ(all[3 * g_world->rank() + 2], routing_per_row * routed) << "step " << step;
+        if (one.empty()) continue;
+        int64_t sum[3] = {0, 0, 0};
+        for (int r = 0; r < world; ++r)
+            for (int k = 0; k < 3; ++k) sum[k] += all[3 * r + k];
+        if (rows.split)
+            for (int r = 0; r < world; ++r) EXPECT_LT(all[3 * r], one[0]) << "linear flops on rank " << r;
+        if (!rows.split || layout().ep_on_cp) {
+            for (int r = 0; r < world; ++r)
+                EXPECT_EQ(all[3 * r + 2], one[2]) << "rank " << r << " step " << step;
+        } else {
+            EXPECT_EQ(sum[2], tp * one[2]) << "step " << step; // TP peers share their CP rank's rows
+            for (int r = 0; r < world; ++r) EXPECT_LT(all[3 * r + 2], one[2]) << "rank " << r;
+            if (tp == 1) {
+                EXPECT_EQ(sum[0], one[0]) << "linear flops over the CP group";
+                EXPECT_EQ(sum[1], one[1]) << "expert flops over the CP group";
+            }
+        }
+        if (!rows.split && tp == 1 && !layout().ep_on_cp)
+            for (int r = 0; r < world; ++r) EXPECT_EQ(all[3 * r], one[0]) << "rank " << r << " step " << step;
+        if (step == 0)
+            std::printf(
+                "[cp] %s %s np %d: %lld-row prefill, linear GFLOP on rank 0 %.4f of one process's %.4f\n",
+                model().c_str(), layout().name, world, static_cast<long long>(T), all[0] * 1e-9,
+                one[0] * 1e-9);
     }
 }
 

@@ -1,7 +1,9 @@
 #include "model/deepseek_v4/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <span>
 
 namespace deepinfer::model::deepseek_v4 {
 namespace {
@@ -76,54 +78,79 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
     const int64_t* pos = batch.positions.data();
     using kernels::linear_args;
 
-    float* qr = ws.take<float>(T * ql); // [T, q_lora]
-    be.linear(linear_args(x, T, w.wq_a, qr));
-    be.rms_norm({qr, w.q_norm.data(), T, ql, eps, qr});
-    float* q = ws.take<float>(T * H * d); // [T, H, d] this rank's heads
-    kernels::MatmulArgs qa = linear_args(qr, T, w.wq_b, q);
-    qa.row_begin = h0 * d;
-    qa.row_end = (h0 + H) * d;
-    qa.ldy = H * d;
-    be.linear(qa);
-    be.rms_norm({q, nullptr, T * H, d, eps, q});
-    float* kv = ws.take<float>(T * d); // [T, d]
-    be.linear(linear_args(x, T, w.wkv, kv));
-    be.rms_norm({kv, w.kv_norm.data(), T, d, eps, kv});
-    be.rope(rope_params(*ctx.rope, q, T, H, d, pos, false));
-    be.rope(rope_params(*ctx.rope, kv, T, 1, d, pos, false));
+    // CP with split rows (context_parallel.h): the projections run on this rank's rows [r0, r0 + nr) only
+    // (x holds just those) and the results are gathered in one packed all-gather below: the KV stores,
+    // compressors, indexer and every rank's partial attention need every row.
+    const CpShard* cp = ctx.cp && ctx.cp->active() ? ctx.cp : nullptr;
+    const CpRows rows = cp_rows(cp, T);
+    const int64_t r0 = rows.begin, nr = rows.count(), D = c.hidden_size;
+    const float* xr = x + r0 * D; // [nr, D] this rank's rows
+    const int64_t* pr = pos + r0; // [nr]
+    std::array<CpRowField, 8> gathered;
+    size_t n_gathered = 0;
+    // A [T, width] buffer whose rows [r0, r0 + nr) this rank computes; the others arrive in the gather.
+    auto take_rows = [&](int64_t width) {
+        float* p = ws.take<float>(T * width);
+        gathered[n_gathered++] = {p, width, width};
+        return p;
+    };
+
+    float* qr = ws.take<float>(T * ql); // [T, q_lora] (own rows only)
+    float* q = take_rows(H * d);        // [T, H, d] this rank's heads
+    float* kv = take_rows(d);           // [T, d]
+    if (nr > 0) {
+        be.linear(linear_args(xr, nr, w.wq_a, qr + r0 * ql));
+        be.rms_norm({qr + r0 * ql, w.q_norm.data(), nr, ql, eps, qr + r0 * ql});
+        kernels::MatmulArgs qa = linear_args(qr + r0 * ql, nr, w.wq_b, q + r0 * H * d);
+        qa.row_begin = h0 * d;
+        qa.row_end = (h0 + H) * d;
+        qa.ldy = H * d;
+        be.linear(qa);
+        be.rms_norm({q + r0 * H * d, nullptr, nr * H, d, eps, q + r0 * H * d});
+        be.linear(linear_args(xr, nr, w.wkv, kv + r0 * d));
+        be.rms_norm({kv + r0 * d, w.kv_norm.data(), nr, d, eps, kv + r0 * d});
+        be.rope(rope_params(*ctx.rope, q + r0 * H * d, nr, H, d, pr, false));
+        be.rope(rope_params(*ctx.rope, kv + r0 * d, nr, 1, d, pr, false));
+    }
 
     // Compressor projections [T, coff * width] (gate without position bias).
     float *ckv = nullptr, *cgate = nullptr, *ikv = nullptr, *igate = nullptr, *iq = nullptr, *iw = nullptr;
     if (w.has_compressor) {
         const CompressorWeights& cw = w.compressor;
-        ckv = ws.take<float>(T * cw.coff * cw.width);
-        cgate = ws.take<float>(T * cw.coff * cw.width);
-        be.linear(linear_args(x, T, cw.wkv, ckv));
-        be.linear(linear_args(x, T, cw.wgate, cgate));
+        const int64_t cwidth = cw.coff * cw.width;
+        ckv = take_rows(cwidth);
+        cgate = take_rows(cwidth);
+        if (nr > 0) {
+            be.linear(linear_args(xr, nr, cw.wkv, ckv + r0 * cwidth));
+            be.linear(linear_args(xr, nr, cw.wgate, cgate + r0 * cwidth));
+        }
     }
     const int64_t HI = c.index_n_heads, dI = c.index_head_dim, topk = c.index_topk;
     int32_t* picks = nullptr;
     if (w.has_indexer) {
         const CompressorWeights& cw = w.indexer.compressor;
-        ikv = ws.take<float>(T * 2 * dI);
-        igate = ws.take<float>(T * 2 * dI);
-        be.linear(linear_args(x, T, cw.wkv, ikv));
-        be.linear(linear_args(x, T, cw.wgate, igate));
-        iq = ws.take<float>(T * HI * dI); // [T, H_I, d_I]
-        be.linear(linear_args(qr, T, w.indexer.wq_b, iq));
-        be.rope(rope_params(*ctx.compress_rope, iq, T, HI, dI, pos, false));
-        iw = ws.take<float>(T * HI); // [T, H_I]
-        be.linear(linear_args(x, T, w.indexer.weights_proj, iw));
-        const float wscale = 1.0f / std::sqrt(static_cast<float>(HI));
-        for (int64_t i = 0; i < T * HI; ++i) iw[i] *= wscale;
+        ikv = take_rows(2 * dI);
+        igate = take_rows(2 * dI);
+        iq = take_rows(HI * dI); // [T, H_I, d_I]
+        iw = take_rows(HI);      // [T, H_I]
+        if (nr > 0) {
+            be.linear(linear_args(xr, nr, cw.wkv, ikv + r0 * 2 * dI));
+            be.linear(linear_args(xr, nr, cw.wgate, igate + r0 * 2 * dI));
+            be.linear(linear_args(qr + r0 * ql, nr, w.indexer.wq_b, iq + r0 * HI * dI));
+            be.rope(rope_params(*ctx.compress_rope, iq + r0 * HI * dI, nr, HI, dI, pr, false));
+            be.linear(linear_args(xr, nr, w.indexer.weights_proj, iw + r0 * HI));
+            const float wscale = 1.0f / std::sqrt(static_cast<float>(HI));
+            for (int64_t i = r0 * HI; i < (r0 + nr) * HI; ++i) iw[i] *= wscale;
+        }
         picks = ws.take<int32_t>(T * topk); // [T, topk]
         std::fill_n(picks, T * topk, -1);
     }
+    // Every rank whenever the rows are split (a collective; the same fields on every rank of the group).
+    if (cp) cp_gather_rows(be, *cp, rows, std::span<const CpRowField>(gathered.data(), n_gathered));
 
     float* o = ws.take<float>(T * H * d); // [T, H, d]
     std::fill_n(o, T * H * d, 0.0f);
     // CP: this rank's partials over its blocks, merged after the loop (context_parallel.h).
-    const CpShard* cp = ctx.cp && ctx.cp->active() ? ctx.cp : nullptr;
     float *lse_max = nullptr, *lse_sum = nullptr;
     if (cp) {
         lse_max = ws.take<float>(T * H); // [T, H]
@@ -209,10 +236,12 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
     }
     if (cp) { // every rank, every layer, whatever its chunks: the merge is a collective
         cp_merge_partials(be, *cp, o, H * d, lse_max, lse_sum, T, H, d);
-        for (const SequenceChunk& ch : batch.chunks) {
+        for (const SequenceChunk& ch : batch.chunks) { // this rank's rows of the chunk only
             if (ch.is_padding || ch.num_tokens == 0) continue;
-            const int64_t t0 = ch.token_offset;
-            be.rope(rope_params(*ctx.rope, o + t0 * H * d, ch.num_tokens, H, d, pos + t0, /*inverse=*/true));
+            const int64_t lo = std::max<int64_t>(ch.token_offset, r0),
+                          hi = std::min<int64_t>(ch.token_offset + ch.num_tokens, r0 + nr);
+            if (lo < hi)
+                be.rope(rope_params(*ctx.rope, o + lo * H * d, hi - lo, H, d, pos + lo, /*inverse=*/true));
         }
     }
     if (indexer_topk && w.has_indexer) std::copy_n(picks, T * topk, indexer_topk);
@@ -220,36 +249,40 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
     // Grouped low-rank output: group g (heads [g*H/G, (g+1)*H/G)) through rows [g*R, (g+1)*R) of wo_a.
     // TP: this rank's groups when the groups split evenly over the ranks (its heads are exactly theirs),
     // then z gathered; otherwise the heads' outputs gathered first and every group computed here.
-    const int64_t G = c.o_groups, R = c.o_lora_rank, gw = H_all * d / G;
-    const bool groups_split = tp && G % tp->size() == 0;
-    const int64_t Gl = groups_split ? G / tp->size() : G, g0 = groups_split ? tp->rank() * Gl : 0;
-    const float* o_in = o; // [T, heads, d] the heads the groups below read
-    int64_t o_ld = H * d;
-    if (tp && !groups_split) {
-        float* o_all = ws.take<float>(T * H_all * d); // [T, H_all, d]
-        tp_gather_columns(be, *tp, o, T, H * d, H * d, o_all, H_all * d);
-        o_in = o_all;
-        o_ld = H_all * d;
+    // Split CP rows: this rank's rows only (its TP peers have the same CP rank, so the same rows: the TP
+    // gathers below, skipped together when there are none, match on every peer).
+    if (nr > 0) {
+        const int64_t G = c.o_groups, R = c.o_lora_rank, gw = H_all * d / G;
+        const bool groups_split = tp && G % tp->size() == 0;
+        const int64_t Gl = groups_split ? G / tp->size() : G, g0 = groups_split ? tp->rank() * Gl : 0;
+        const float* o_in = o + r0 * H * d; // [nr, heads, d] the heads the groups below read
+        int64_t o_ld = H * d;
+        if (tp && !groups_split) {
+            float* o_all = ws.take<float>(nr * H_all * d); // [nr, H_all, d]
+            tp_gather_columns(be, *tp, o + r0 * H * d, nr, H * d, H * d, o_all, H_all * d);
+            o_in = o_all;
+            o_ld = H_all * d;
+        }
+        float* z = ws.take<float>(nr * G * R);                      // [nr, G * R]
+        float* zl = groups_split ? ws.take<float>(nr * Gl * R) : z; // [nr, Gl * R] this rank's groups
+        for (int64_t g = 0; g < Gl; ++g) {
+            kernels::MatmulArgs a;
+            a.x = o_in + g * gw;
+            a.n = nr;
+            a.ldx = o_ld;
+            a.w = &w.wo_a;
+            a.row_begin = (g0 + g) * R;
+            a.row_end = (g0 + g + 1) * R;
+            a.y = zl + g * R;
+            a.ldy = Gl * R;
+            be.linear(a);
+        }
+        if (groups_split) tp_gather_columns(be, *tp, zl, nr, Gl * R, Gl * R, z, G * R);
+        if (tp)
+            tp_linear(be, *tp, z, nr, w.wo_b, out + r0 * D);
+        else
+            be.linear(linear_args(z, nr, w.wo_b, out + r0 * D));
     }
-    float* z = ws.take<float>(T * G * R);                      // [T, G * R]
-    float* zl = groups_split ? ws.take<float>(T * Gl * R) : z; // [T, Gl * R] this rank's groups
-    for (int64_t g = 0; g < Gl; ++g) {
-        kernels::MatmulArgs a;
-        a.x = o_in + g * gw;
-        a.n = T;
-        a.ldx = o_ld;
-        a.w = &w.wo_a;
-        a.row_begin = (g0 + g) * R;
-        a.row_end = (g0 + g + 1) * R;
-        a.y = zl + g * R;
-        a.ldy = Gl * R;
-        be.linear(a);
-    }
-    if (groups_split) tp_gather_columns(be, *tp, zl, T, Gl * R, Gl * R, z, G * R);
-    if (tp)
-        tp_linear(be, *tp, z, T, w.wo_b, out);
-    else
-        be.linear(linear_args(z, T, w.wo_b, out));
     ws.release(mark);
 }
 

@@ -36,6 +36,9 @@ struct AttentionContext {
 
 // x [T, D] (post attn_norm) -> out [T, D]. Padding chunks produce zeros and touch no KV state.
 // indexer_topk, when non-null and the layer has an indexer: [T, index_topk] chosen entries, -1 padded.
+// CP with split rows (cp_rows(ctx.cp, T).split): only this rank's rows of x are read and of out written;
+// the projections are all-gathered, so the KV state, the indexer picks (every row) and the merge see every
+// row on every rank.
 void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, const float* x, float* out,
                        int32_t* indexer_topk);
 

@@ -68,7 +68,15 @@ CpRows cp_rows(const CpShard* cp, int64_t T) {
 
 void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows, float* x, int64_t width,
                     int64_t ld) {
+    const CpRowField field{x, width, ld};
+    cp_gather_rows(be, cp, rows, std::span<const CpRowField>(&field, 1));
+}
+
+void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows,
+                    std::span<const CpRowField> fields) {
     if (!rows.split) return;
+    int64_t width = 0; // floats per packed row
+    for (const CpRowField& f : fields) width += f.width;
     const int64_t n = cp.size(), per = rows.per;
     kernels::Workspace& ws = be.workspace();
     const kernels::Workspace::Mark mark = ws.mark();
@@ -76,10 +84,14 @@ void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows,
     float* recv = ws.take<float>(n * per * width); // [n, per, width]
     for (int64_t i = 0; i < per; ++i) {
         const int64_t t = rows.begin + i;
-        if (t < rows.end)
-            std::copy_n(x + t * ld, width, send + i * width);
-        else
-            std::fill_n(send + i * width, width, 0.0f);
+        float* s = send + i * width;
+        for (const CpRowField& f : fields) {
+            if (t < rows.end)
+                std::copy_n(f.x + t * f.ld, f.width, s);
+            else
+                std::fill_n(s, f.width, 0.0f);
+            s += f.width;
+        }
     }
     core::Status st = cp.group->all_gather_f32(std::span<const float>(send, static_cast<size_t>(per * width)),
                                                std::span<float>(recv, static_cast<size_t>(n * per * width)));
@@ -88,8 +100,14 @@ void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows,
         ws.release(mark);
         return;
     }
-    for (int64_t t = 0; t < rows.T; ++t) // rank t / per wrote row t at its slot t % per
-        if (t < rows.begin || t >= rows.end) std::copy_n(recv + t * width, width, x + t * ld);
+    for (int64_t t = 0; t < rows.T; ++t) { // rank t / per wrote row t at its slot t % per
+        if (t >= rows.begin && t < rows.end) continue;
+        const float* r = recv + t * width;
+        for (const CpRowField& f : fields) {
+            std::copy_n(r, f.width, f.x + t * f.ld);
+            r += f.width;
+        }
+    }
     ws.release(mark);
 }
 

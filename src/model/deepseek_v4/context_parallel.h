@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include "core/status.h"
 #include "kernels/backend.h"
@@ -73,6 +74,17 @@ inline void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows
                            int64_t width) {
     cp_gather_rows(be, cp, rows, x, width, width);
 }
+
+// One matrix of a packed row gather: x [T, width], row stride ld (>= width).
+struct CpRowField {
+    float* x = nullptr;
+    int64_t width = 0, ld = 0;
+};
+// cp_gather_rows of several [T, width_i] matrices at once: this rank's rows of every field are packed side by
+// side into one [per, sum of widths] send buffer, so the whole set costs one all-gather (of
+// cp_gather_rows_floats(size, T, sum of widths) workspace floats). Same contract as the one-matrix form.
+void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows,
+                    std::span<const CpRowField> fields);
 
 // Workspace floats cp_gather_rows takes for `width` floats per row of a T-row forward over `size` ranks.
 inline int64_t cp_gather_rows_floats(int64_t size, int64_t T, int64_t width) {

@@ -21,6 +21,17 @@ DeepseekV4Model::DeepseekV4Model(std::unique_ptr<weights::Checkpoint> ckpt, Mode
     bind_shard(shard_, config_.n_routed_experts, experts.first,
                experts.last < 0 ? config_.n_routed_experts : experts.last, &ep_status_, moe_shard_, tp_, cp_,
                expert_load_);
+    // Split CP rows run the MoE on this rank's rows only when every rank of the MoE group has the same CP
+    // rank (so the same rows); EP on CP puts the whole CP group in it. Every rank of the MoE group loads
+    // the model, so every one enters this gather once.
+    if (moe_shard_.group && cp_.active()) {
+        const int n = moe_shard_.group->size();
+        std::vector<int64_t> mine = {cp_.rank()}, all(n);
+        const core::Status s = moe_shard_.group->all_gather_i64(mine, all);
+        if (!s.ok()) ep_status_ = s.with_context("MoE group's CP ranks");
+        moe_spans_cp_ =
+            !s.ok() || std::any_of(all.begin(), all.end(), [&](int64_t r) { return r != all[0]; });
+    }
 }
 
 void bind_shard(const ShardSpec& spec, int64_t n_routed_experts, int64_t first, int64_t last,
@@ -129,6 +140,10 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     int64_t attn_tp = tp_.active() ? attn + 3 * (H * d + G * R + D) : attn;
     attn_tp += cp_merge_floats(cp_.size(), H, d); // CP: the partials' max / sum and the merge's gather
     const int64_t per_token = model_level + layer + std::max(attn_tp, moe_ep);
+    // CP, split rows: the row gathers' buffers (cp_gather_rows), at most one live at a time — attention's
+    // packed projections (every head: an upper bound under TP), the MoE input under EP on CP, the final x.
+    const int64_t packed = H * d + d + 4 * d + 4 * dI + HI * dI + HI;
+    const int64_t row_gather = cp_.active() ? cp_gather_rows_floats(cp_.size(), T, std::max(packed, D)) : 0;
     const int64_t head_tp =
         tp_.active() ? 3 * static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * c.vocab_size : 0;
     // Indexer: [32, entries] scores + per thread [entries] top-k pairs (4 floats) and picks; attention: per
@@ -149,7 +164,8 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
         if (index_entries > 0)
             cp_flags += static_cast<int64_t>(sizeof(float)) * cp_indexer_floats(index_entries);
     }
-    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp) + takes * 128 + cp_flags;
+    return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp + row_gather) +
+           takes * 128 + cp_flags;
 }
 
 void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
@@ -325,6 +341,7 @@ void DeepseekV4Model::run(const ForwardBatch& b, float* logits) {
         lctx.moe_shard = moe_shard_.group ? &moe_shard_ : nullptr;
         lctx.tp = tp_.active() ? &tp_ : nullptr;
         lctx.cp = cp_.active() ? &cp_ : nullptr;
+        lctx.moe_spans_cp = moe_spans_cp_;
         LayerProbeOut probe;
         if (probes_) {
             if (weights_.layers[l].attn.has_indexer) {
@@ -342,9 +359,16 @@ void DeepseekV4Model::run(const ForwardBatch& b, float* logits) {
 
     // Final collapse of the streams, norm and LM head (logits only for the requested rows).
     const float eps = static_cast<float>(c.rms_norm_eps);
+    // CP with split rows: this rank's rows, then gathered (the layers left only those current in h).
+    const CpRows rows = cp_rows(cp_.active() ? &cp_ : nullptr, T);
+    const int64_t r0 = rows.begin, nr = rows.count();
     float* x = ws.take<float>(T * D); // [T, D]
-    hc_head(be, c, weights_.hc_head_fn, weights_.hc_head_base.data(), weights_.hc_head_scale.data(), h, T, x);
-    be.rms_norm({x, weights_.norm.data(), T, D, eps, x});
+    if (nr > 0) {
+        hc_head(be, c, weights_.hc_head_fn, weights_.hc_head_base.data(), weights_.hc_head_scale.data(),
+                h + r0 * hc * D, nr, x + r0 * D);
+        be.rms_norm({x + r0 * D, weights_.norm.data(), nr, D, eps, x + r0 * D});
+    }
+    if (rows.split) cp_gather_rows(be, cp_, rows, x, D);
     if (probes_) probes_->final_hidden.assign(x, x + T * D);
 
     const int64_t n_out = static_cast<int64_t>(b.logits_rows.size());

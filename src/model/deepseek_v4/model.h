@@ -108,6 +108,7 @@ private:
     MoeShard moe_shard_;
     TpShard tp_;
     CpShard cp_;
+    bool moe_spans_cp_ = false; // the MoE group holds several CP ranks (EP on CP): MoE on every row
     std::vector<std::pair<int32_t, int32_t>> pending_copies_; // CP: block copies for the next forward
     core::Status ep_status_;                                  // the first collective failure of a forward
     std::unique_ptr<parallel::ExpertLoadStats> expert_load_;
