@@ -62,7 +62,8 @@ double median(std::vector<double> v) {
 
 struct Cycle {
     double prefill_s = 0, decode_s = 0;
-    uint64_t decode_bytes_sent = 0; // over MPI by this rank during the decode steps (0 in one process)
+    uint64_t decode_bytes_sent = 0;  // over MPI by this rank during the decode steps (0 in one process)
+    uint64_t prefill_bytes_sent = 0; // over MPI by this rank during the prefill forward (0 in one process)
 };
 
 // B prompts of P tokens in one batch, then `gen` decode steps of B tokens; every sequence restarts at 0.
@@ -98,9 +99,11 @@ core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t 
     }
     std::vector<float> logits(B * V);
     Cycle out;
+    const uint64_t prefill_sent0 = ParallelRun::bytes_sent();
     auto t0 = Clock::now();
     DI_RETURN_IF_ERROR(m.forward(pb, logits.data()));
     out.prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    out.prefill_bytes_sent = ParallelRun::bytes_sent() - prefill_sent0;
     if (prof) {
         profile->prefill = prof->snapshot();
         prof->clear();
@@ -252,13 +255,14 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     // Warm-up (pages of every touched weight mapped in, allocator settled), then the measured repeats.
     if (auto c = run_cycle(m, B, P, std::min<long long>(N, 4), blocks_per_seq); !c.ok())
         return fail(c.status());
-    std::vector<double> prefill, decode, sent_per_step;
+    std::vector<double> prefill, decode, sent_per_step, prefill_sent;
     for (long long r = 0; r < R; ++r) {
         auto c = run_cycle(m, B, P, N, blocks_per_seq);
         if (!c.ok()) return fail(c.status());
         prefill.push_back(static_cast<double>(B * P) / c->prefill_s);
         decode.push_back(static_cast<double>(B * N) / c->decode_s);
         sent_per_step.push_back(static_cast<double>(c->decode_bytes_sent) / static_cast<double>(N));
+        prefill_sent.push_back(static_cast<double>(c->prefill_bytes_sent));
     }
     const int ranks = par.active() ? par.world()->size() : 1;
     const std::string layout = par.active() ? par.layout().to_string() : std::string("1 process");
@@ -296,12 +300,13 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
             "\"decode_roofline_tok_s\": %.4f, \"decode_fraction_of_roofline\": %.4f, "
             "\"flops_per_token\": %.0f, \"prefill_roofline_tok_s\": %.4f, "
             "\"prefill_fraction_of_roofline\": %.4f, \"ranks\": %d, \"layout\": \"%s\", "
-            "\"decode_bytes_sent_per_step_rank0\": %.0f, \"peak_rss_mib_rank0\": %.1f}\n",
+            "\"decode_bytes_sent_per_step_rank0\": %.0f, \"prefill_bytes_sent_rank0\": %.0f, "
+            "\"peak_rss_mib_rank0\": %.1f}\n",
             args->get("model")->c_str(), P, N, B, T, R, prefill_tps, decode_tps, lim.read_gb_s,
             lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, lim.isa.c_str(),
             kernels::cpu::isa_name(kernels::cpu::active_isa()), bytes_token, bytes_step, decode_ceiling,
             decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling, ranks,
-            layout.c_str(), median(sent_per_step), peak_rss_mib());
+            layout.c_str(), median(sent_per_step), median(prefill_sent), peak_rss_mib());
         return 0;
     }
     std::printf("model %s: %lld layers, hidden %lld, %lld experts top-%lld; resident weights %.1f MB\n",
@@ -328,9 +333,9 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
                 100.0 * decode_tps / decode_ceiling);
     if (par.active())
         std::printf(
-            "parallel: %d ranks, %s; rank 0 sent %.0f bytes over MPI per decode step; peak RSS of rank 0 "
-            "%.1f MiB (each follower prints its own on stderr)\n",
-            ranks, layout.c_str(), median(sent_per_step), peak_rss_mib());
+            "parallel: %d ranks, %s; rank 0 sent %.0f bytes over MPI per decode step, %.0f in the prefill "
+            "forward; peak RSS of rank 0 %.1f MiB (each follower prints its own on stderr)\n",
+            ranks, layout.c_str(), median(sent_per_step), median(prefill_sent), peak_rss_mib());
     return 0;
 }
 

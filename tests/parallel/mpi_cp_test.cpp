@@ -509,6 +509,8 @@ TEST_P(MpiCp, SplitPromptRowsDivideTheWork) {
                 model().c_str(), layout().name, world, static_cast<long long>(T), all[0] * 1e-9,
                 one[0] * 1e-9);
     }
+    // The planned workspace (workspace_bytes) covers the row gathers: no step grew it.
+    EXPECT_EQ(run.shard_->backend().workspace().growths(), 0) << "rank " << g_world->rank();
 }
 
 // The engine sizes the KV pool per CP rank: with --kv-cache-memory set to what one process needs for a
