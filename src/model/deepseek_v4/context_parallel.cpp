@@ -113,12 +113,19 @@ void cp_gather_rows(kernels::Backend& be, const CpShard& cp, const CpRows& rows,
 
 void cp_indexer(kernels::Backend& be, const CpShard& cp, const kernels::IndexerParams& ip) {
     using Phase = kernels::IndexerParams::Phase;
-    const int64_t n_total = ip.n_total;
+    const int64_t n_total = ip.n_total, topk = ip.topk;
     if (n_total <= 0 || ip.n <= 0) return; // nothing visible on any rank (the chunk is the same everywhere)
+    const bool split = ip.n >= kCpSplitMinRows; // the chunk's length: the same decision on every rank
+    const int64_t size = cp.size(), me = cp.rank();
     kernels::Workspace& ws = be.workspace();
     const kernels::Workspace::Mark mark = ws.mark();
-    const int64_t rows = std::max<int64_t>(1, cp_indexer_floats(n_total) / n_total);
-    float* scores = ws.take<float>(std::min(rows, ip.n) * n_total); // [rows, n_total]
+    const int64_t rows = cp_indexer_rows(n_total);
+    const int64_t group = std::min(rows, ip.n), per_max = (group + size - 1) / size;
+    // [rows, n_total] summed in place, or (split) [size * per, n_total] sent and [per, n_total] received.
+    float* scores = ws.take<float>((split ? size * per_max : group) * n_total);
+    float* mine = split ? ws.take<float>(per_max * n_total) : nullptr;              // [per, n_total]
+    int32_t* my_picks = split ? ws.take<int32_t>(per_max * topk) : nullptr;         // [per, topk]
+    int32_t* all_picks = split ? ws.take<int32_t>(size * per_max * topk) : nullptr; // [size, per, topk]
     for (int64_t r0 = 0; r0 < ip.n; r0 += rows) {
         const int64_t nr = std::min(rows, ip.n - r0);
         kernels::IndexerParams p = ip;
@@ -126,19 +133,52 @@ void cp_indexer(kernels::Backend& be, const CpShard& cp, const kernels::IndexerP
         p.weights = ip.weights + r0 * ip.w_ld;
         p.n = nr;
         p.start_pos = ip.start_pos + r0;
-        p.picks = ip.picks + r0 * ip.topk;
+        p.picks = ip.picks + r0 * topk;
         p.scores = scores;
         p.phase = Phase::kScore;
         be.indexer(p);
-        core::Status st =
-            cp.group->all_reduce_sum(std::span<float>(scores, static_cast<size_t>(nr * n_total)));
+        if (!split) {
+            core::Status st =
+                cp.group->all_reduce_sum(std::span<float>(scores, static_cast<size_t>(nr * n_total)));
+            if (!st.ok()) {
+                if (cp.status && cp.status->ok())
+                    *cp.status = st.with_context("context parallel indexer scores");
+                break;
+            }
+            p.phase = Phase::kSelect;
+            p.owned_blocks = nullptr;
+            be.indexer(p);
+            continue;
+        }
+        // Part k of the group: rows [k * per, min(nr, (k + 1) * per)), its sums on rank k.
+        const int64_t per = (nr + size - 1) / size;
+        std::fill(scores + nr * n_total, scores + size * per * n_total, 0.0f); // rows past nr: nobody's
+        core::Status st = cp.group->reduce_scatter_sum(
+            std::span<const float>(scores, static_cast<size_t>(size * per * n_total)),
+            std::span<float>(mine, static_cast<size_t>(per * n_total)));
         if (!st.ok()) {
             if (cp.status && cp.status->ok()) *cp.status = st.with_context("context parallel indexer scores");
             break;
         }
-        p.phase = Phase::kSelect;
-        p.owned_blocks = nullptr;
-        be.indexer(p);
+        const int64_t b = std::min(nr, me * per), e = std::min(nr, b + per);
+        std::fill_n(my_picks, per * topk, -1);
+        if (e > b) {
+            p.phase = Phase::kSelect;
+            p.owned_blocks = nullptr;
+            p.n = e - b;
+            p.start_pos = ip.start_pos + r0 + b;
+            p.scores = mine;
+            p.picks = my_picks;
+            be.indexer(p);
+        }
+        st = cp.group->all_gather(
+            std::as_bytes(std::span<const int32_t>(my_picks, static_cast<size_t>(per * topk))),
+            std::as_writable_bytes(std::span<int32_t>(all_picks, static_cast<size_t>(size * per * topk))));
+        if (!st.ok()) {
+            if (cp.status && cp.status->ok()) *cp.status = st.with_context("context parallel indexer picks");
+            break;
+        }
+        std::copy_n(all_picks, nr * topk, ip.picks + r0 * topk); // rank t / per's row t at slot t % per
     }
     ws.release(mark);
 }

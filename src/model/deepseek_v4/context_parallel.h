@@ -35,16 +35,26 @@ void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_
 // The lightning indexer with its keys split over the CP group (kv_cache.h stores an indexer entry on its
 // block's owner): every rank scores only the entries of its blocks (ip.owned_blocks, IndexerParams kScore),
 // the [rows, n_total] scores are summed over the group — each entry is scored by exactly one rank and the
-// others add +0, so the fixed-order sum is the owner's score bit for bit — and every rank selects the
-// top-k from the same scores with the single-process rule (kSelect): the picks equal one process's.
-// Rows go in groups of at most cp_indexer_floats(n_total) / n_total queries, one all-reduce per group
-// (how many depends only on the chunk, which every rank has). ip.picks must be -1 filled: a failed
-// collective leaves them so and sets *cp.status.
+// others add +0, so the fixed-order sum is the owner's score bit for bit — and the top-k is selected from
+// the summed scores with the single-process rule (kSelect): the picks equal one process's.
+// Rows go in groups of at most cp_indexer_rows(n_total) queries (how many depends only on the chunk, which
+// every rank has). A chunk of fewer than kCpSplitMinRows rows (decode): one all-reduce per group and every
+// rank selects every row. A longer one (a prompt chunk): the group's rows are divided into `size` parts of
+// ceil(rows / size), one reduce-scatter hands each rank the sums of its part only (the same bits as the
+// all-reduce: both add in rank order), each rank selects its part, and one all-gather of the picks gives
+// every rank every row's — half the bytes of the all-reduce, and the selection divided.
+// ip.picks must be -1 filled: a failed collective leaves them so and sets *cp.status.
 void cp_indexer(kernels::Backend& be, const CpShard& cp, const kernels::IndexerParams& ip);
 
-// Workspace floats cp_indexer takes for n_total entries.
-inline int64_t cp_indexer_floats(int64_t n_total) {
-    return std::max<int64_t>(int64_t{1} << 18, n_total);
+// Query rows per group of cp_indexer for n_total entries (scores of ~2^18 floats per group).
+inline int64_t cp_indexer_rows(int64_t n_total) {
+    return std::max<int64_t>(1, std::max<int64_t>(int64_t{1} << 18, n_total) / std::max<int64_t>(1, n_total));
+}
+
+// Workspace floats cp_indexer takes for n_total entries over `size` ranks with `topk` picks per row.
+inline int64_t cp_indexer_floats(int64_t n_total, int64_t size = 1, int64_t topk = 0) {
+    const int64_t rows = cp_indexer_rows(n_total), per = (rows + size - 1) / size;
+    return std::max(rows, (size + 1) * per) * n_total + (size + 1) * per * topk + 64;
 }
 
 // Distributed prompt rows (docs/parallelism.md "Context parallelism"): the rows [0, T) of a forward split

@@ -160,9 +160,10 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
         cp_flags = static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * (5 * (max_pos / bs + 1) + 256);
         if (cache_.initialized())
             cp_flags += static_cast<int64_t>(sizeof(float)) * cache_.split_block_floats();
-        // The indexer's score rows, summed over the group (cp_indexer).
+        // The indexer's score rows, summed over the group, and its picks (cp_indexer).
         if (index_entries > 0)
-            cp_flags += static_cast<int64_t>(sizeof(float)) * cp_indexer_floats(index_entries);
+            cp_flags += static_cast<int64_t>(sizeof(float)) *
+                        cp_indexer_floats(index_entries, cp_.size(), c.index_topk);
     }
     return static_cast<int64_t>(sizeof(float)) * (T * per_token + scratch + head_tp + row_gather) +
            takes * 128 + cp_flags;
