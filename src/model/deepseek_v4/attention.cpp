@@ -235,7 +235,8 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
         if (!cp) be.rope(rope_params(*ctx.rope, o + t0 * H * d, n, H, d, pos + t0, /*inverse=*/true));
     }
     if (cp) { // every rank, every layer, whatever its chunks: the merge is a collective
-        cp_merge_partials(be, *cp, o, H * d, lse_max, lse_sum, T, H, d);
+        // Split rows: each rank merges (and projects below) its own rows only.
+        cp_merge_partials(be, *cp, rows, o, H * d, lse_max, lse_sum, H, d);
         for (const SequenceChunk& ch : batch.chunks) { // this rank's rows of the chunk only
             if (ch.is_padding || ch.num_tokens == 0) continue;
             const int64_t lo = std::max<int64_t>(ch.token_offset, r0),

@@ -7,6 +7,43 @@
 
 namespace deepinfer::model::deepseek_v4 {
 
+namespace {
+
+// One token's merge: rank r's partials [H * d o, H max, H sum] at base + r * stride, r in [0, n), into
+// ot [H, d] (rank order: the same bits whichever collective brought them). w: [n] scratch.
+void merge_token(const float* base, int64_t stride, int64_t n, int64_t H, int64_t d, float* ot, float* w) {
+    for (int64_t h = 0; h < H; ++h) {
+        float M = -INFINITY;
+        for (int64_t r = 0; r < n; ++r) M = std::max(M, base[r * stride + H * d + h]);
+        float L = 0.0f;
+        for (int64_t r = 0; r < n; ++r) {
+            const float* p = base + r * stride;
+            const float l = p[H * d + H + h];
+            w[r] = l == 0.0f ? 0.0f : std::exp(p[H * d + h] - M) * l;
+            L += w[r];
+        }
+        float* oh = ot + h * d;
+        std::fill_n(oh, d, 0.0f);
+        if (L == 0.0f) continue; // padding rows: no rank attended
+        for (int64_t r = 0; r < n; ++r) {
+            if (w[r] == 0.0f) continue;
+            const float a = w[r] / L;
+            const float* orh = base + r * stride + h * d;
+            for (int64_t c = 0; c < d; ++c) oh[c] += a * orh[c];
+        }
+    }
+}
+
+// Token t's partials [H * d o, H max, H sum] packed into dst.
+void pack_token(const float* o, int64_t o_ld, const float* mx, const float* sum, int64_t t, int64_t H,
+                int64_t d, float* dst) {
+    std::copy_n(o + t * o_ld, H * d, dst);
+    std::copy_n(mx + t * H, H, dst + H * d);
+    std::copy_n(sum + t * H, H, dst + H * d + H);
+}
+
+} // namespace
+
 void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_t o_ld, const float* mx,
                        const float* sum, int64_t T, int64_t H, int64_t d) {
     const int64_t n = cp.size(), row = H * (d + 2); // per token: o [H, d], then max [H], sum [H]
@@ -14,12 +51,7 @@ void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_
     const kernels::Workspace::Mark mark = ws.mark();
     float* send = ws.take<float>(T * row);     // [T, H * (d + 2)]
     float* recv = ws.take<float>(n * T * row); // [n, T, H * (d + 2)]
-    for (int64_t t = 0; t < T; ++t) {
-        float* s = send + t * row;
-        std::copy_n(o + t * o_ld, H * d, s);
-        std::copy_n(mx + t * H, H, s + H * d);
-        std::copy_n(sum + t * H, H, s + H * d + H);
-    }
+    for (int64_t t = 0; t < T; ++t) pack_token(o, o_ld, mx, sum, t, H, d, send + t * row);
     core::Status st = cp.group->all_gather_f32(std::span<const float>(send, static_cast<size_t>(T * row)),
                                                std::span<float>(recv, static_cast<size_t>(n * T * row)));
     if (!st.ok()) {
@@ -28,28 +60,45 @@ void cp_merge_partials(kernels::Backend& be, const CpShard& cp, float* o, int64_
         return;
     }
     float* w = ws.take<float>(n); // [n] each rank's weight w_r of one (token, head)
-    for (int64_t t = 0; t < T; ++t) {
-        for (int64_t h = 0; h < H; ++h) {
-            float M = -INFINITY;
-            for (int64_t r = 0; r < n; ++r) M = std::max(M, recv[(r * T + t) * row + H * d + h]);
-            float L = 0.0f;
-            for (int64_t r = 0; r < n; ++r) {
-                const float* p = recv + (r * T + t) * row;
-                const float l = p[H * d + H + h];
-                w[r] = l == 0.0f ? 0.0f : std::exp(p[H * d + h] - M) * l;
-                L += w[r];
-            }
-            float* oh = o + t * o_ld + h * d;
-            std::fill_n(oh, d, 0.0f);
-            if (L == 0.0f) continue; // padding rows: no rank attended
-            for (int64_t r = 0; r < n; ++r) {
-                if (w[r] == 0.0f) continue;
-                const float a = w[r] / L;
-                const float* orh = recv + (r * T + t) * row + h * d;
-                for (int64_t c = 0; c < d; ++c) oh[c] += a * orh[c];
-            }
+    for (int64_t t = 0; t < T; ++t) merge_token(recv + t * row, T * row, n, H, d, o + t * o_ld, w);
+    ws.release(mark);
+}
+
+void cp_merge_partials(kernels::Backend& be, const CpShard& cp, const CpRows& rows, float* o, int64_t o_ld,
+                       const float* mx, const float* sum, int64_t H, int64_t d) {
+    if (!rows.split) {
+        cp_merge_partials(be, cp, o, o_ld, mx, sum, rows.T, H, d);
+        return;
+    }
+    const int64_t n = cp.size(), row = H * (d + 2), per = rows.per, T = rows.T;
+    kernels::Workspace& ws = be.workspace();
+    const kernels::Workspace::Mark mark = ws.mark();
+    float* send = ws.take<float>(n * per * row); // [n, per, row] part k's rows for rank k, zero past T
+    float* recv = ws.take<float>(n * per * row); // [n, per, row] every rank's partials of this rank's rows
+    size_t* counts = ws.take<size_t>(n);         // [n] floats to and from each rank
+    for (int64_t k = 0; k < n; ++k) {
+        counts[k] = static_cast<size_t>(per * row);
+        for (int64_t i = 0; i < per; ++i) {
+            const int64_t t = k * per + i;
+            float* dst = send + (k * per + i) * row;
+            if (t < T)
+                pack_token(o, o_ld, mx, sum, t, H, d, dst);
+            else
+                std::fill_n(dst, row, 0.0f);
         }
     }
+    const std::span<const size_t> c(counts, static_cast<size_t>(n));
+    core::Status st =
+        cp.group->all_to_all_v_f32(std::span<const float>(send, static_cast<size_t>(n * per * row)), c,
+                                   std::span<float>(recv, static_cast<size_t>(n * per * row)), c);
+    if (!st.ok()) {
+        if (cp.status && cp.status->ok()) *cp.status = st.with_context("context parallel merge");
+        ws.release(mark);
+        return;
+    }
+    float* w = ws.take<float>(n); // [n]
+    for (int64_t t = rows.begin; t < rows.end; ++t)
+        merge_token(recv + (t - rows.begin) * row, per * row, n, H, d, o + t * o_ld, w);
     ws.release(mark);
 }
 

@@ -103,6 +103,14 @@ inline int64_t cp_gather_rows_floats(int64_t size, int64_t T, int64_t width) {
     return (size + 1) * per * width;
 }
 
+// cp_merge_partials for a forward whose rows are split (cp_rows): each rank needs the merged output of its
+// own rows only, so one all-to-all hands rank k the partials of its part [k * per, (k + 1) * per) from
+// every rank (1/cp of the all-gather's bytes) and each rank merges its rows, with the same bits the
+// all-gather form gives them. Rows of other parts of o are left as they were. Not split: the form above
+// over all T rows. Every rank must call it.
+void cp_merge_partials(kernels::Backend& be, const CpShard& cp, const CpRows& rows, float* o, int64_t o_ld,
+                       const float* mx, const float* sum, int64_t H, int64_t d);
+
 // Workspace floats per token cp_merge_partials takes for a group of `size` ranks (0 without CP).
 inline int64_t cp_merge_floats(int64_t size, int64_t H, int64_t d) {
     return size > 1 ? (size + 1) * H * (d + 2) + 2 * H : 0;
