@@ -317,6 +317,34 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
                 g += groups_per_chunk;
             }
         }
+    } else if constexpr (F == WeightFormat::kFp8Block && T == 1 && R > 1) {
+        // One token, FP8: as the BF16 one-token loop above, the rows in a loop that is not unrolled with
+        // their accumulators in L1; each visit of a row takes 4 vectors (one 64-byte line) in a register
+        // chain, so the order of the FMAs per row is the register version's (bit-identical).
+        constexpr int kU = 4;
+        alignas(64) float am[R][W];
+        for (int i = 0; i < R; ++i) I::storeu(am[i], I::zero());
+        vec_cols = cols / W * W;
+        const int64_t line_cols = vec_cols / (kU * W) * (kU * W);
+        const uint8_t* row0 = static_cast<const uint8_t*>(w.data) + r * cols;
+        for (int64_t c = 0; c < line_cols; c += kU * W) {
+            V xv[kU];
+            for (int k = 0; k < kU; ++k) xv[k] = I::loadu(x[0] + c + k * W);
+#pragma GCC unroll 1
+            for (int i = 0; i < R; ++i) {
+                const uint8_t* p = row0 + i * cols + c;
+                next.at(i, c);
+                V s = I::loadu(am[i]);
+                for (int k = 0; k < kU; ++k) s = I::fma(I::fp8_raw(p + k * W), xv[k], s);
+                I::storeu(am[i], s);
+            }
+        }
+        for (int64_t c = line_cols; c < vec_cols; c += W) {
+            const V xv = I::loadu(x[0] + c);
+            for (int i = 0; i < R; ++i)
+                I::storeu(am[i], I::fma(I::fp8_raw(row0 + i * cols + c), xv, I::loadu(am[i])));
+        }
+        for (int i = 0; i < R; ++i) acc[i][0] = I::loadu(am[i]);
     } else if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16 || F == WeightFormat::kF16 ||
                          F == WeightFormat::kFp8Block) {
         vec_cols = cols / W * W;
