@@ -319,8 +319,8 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         }
     } else if constexpr (F == WeightFormat::kFp8Block && T == 1 && R > 1) {
         // One token, FP8: as the BF16 one-token loop above, the rows in a loop that is not unrolled with
-        // their accumulators in L1; each visit of a row takes 4 vectors (one 64-byte line) in a register
-        // chain, so the order of the FMAs per row is the register version's (bit-identical).
+        // their accumulators in L1; each visit of a row takes 4 vectors (AVX-512: one 64-byte line) in a
+        // register chain, so the order of the FMAs per row is the register version's (bit-identical).
         constexpr int kU = 4;
         alignas(64) float am[R][W];
         for (int i = 0; i < R; ++i) I::storeu(am[i], I::zero());
