@@ -13,10 +13,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include "cli/bench_machine.h"
 #include "core/thread_pool.h"
@@ -98,9 +101,21 @@ int main(int argc, char** argv) {
                               {F::kFp8Block, 128, 128, "fp8_128", 1.0 + 1.0 / (128 * 128)},
                               {F::kFp4Group, 1, 32, "fp4_g32", 0.5 + 1.0 / 32},
                               {F::kF32, 1, 1, "f32", 4.0}};
-    // One byte buffer serves every format (random bytes, the e4m3 NaN codes cleared).
+    // One byte buffer serves every format (random bytes, the e4m3 NaN codes cleared), in 2 MiB pages where
+    // the kernel offers transparent huge pages, as a model's weights are by default (weights::Placement).
     const int64_t bytes = mb << 20;
-    std::vector<uint8_t> data(bytes), scale(bytes / 16 + 4096);
+    constexpr size_t kHuge = size_t{2} << 20;
+    std::unique_ptr<uint8_t, decltype(&std::free)> data_buf(
+        static_cast<uint8_t*>(
+            std::aligned_alloc(kHuge, (static_cast<size_t>(bytes) + kHuge - 1) / kHuge * kHuge)),
+        &std::free);
+    if (!data_buf) {
+        std::fprintf(stderr, "linear_bench: cannot allocate %lld MiB\n", static_cast<long long>(mb));
+        return 1;
+    }
+    madvise(data_buf.get(), static_cast<size_t>(bytes), MADV_HUGEPAGE); // advice only
+    const std::span<uint8_t> data(data_buf.get(), static_cast<size_t>(bytes));
+    std::vector<uint8_t> scale(bytes / 16 + 4096);
     uint32_t s = 12345;
     for (auto& b : data) {
         s = s * 1664525u + 1013904223u;

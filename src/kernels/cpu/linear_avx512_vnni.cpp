@@ -223,9 +223,13 @@ void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t t0, const int8_t* xq, c
         static_cast<int>(0x80808003u));
     const uint8_t* wrow[R];
     const uint8_t* srow[R];
+    const uint8_t*
+        next[R]; // the next tile's rows, prefetched into L2 by the first token tile (linear_impl.h)
+    const bool prefetch = t0 == 0;
     for (int i = 0; i < R; ++i) {
         wrow[i] = static_cast<const uint8_t*>(w.data) + (r + i) * (cols / 2);
         srow[i] = w.scale + (r + i) * (cols / 32);
+        next[i] = r + i + R < w.rows ? wrow[i] + R * (cols / 2) : wrow[i];
     }
     __m512 f[R][T];
     for (int i = 0; i < R; ++i)
@@ -241,6 +245,7 @@ void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t t0, const int8_t* xq, c
             xsb[t] = _mm512_set1_ps(xs[(t0 + t) * nb + kb]);
         }
         for (int i = 0; i < R; ++i) {
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(next[i] + kb * 64), _MM_HINT_T1);
             const __m512i b = _mm512_loadu_si512(wrow[i] + kb * 64);
             const __m512i we = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
             const __m512i wo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
