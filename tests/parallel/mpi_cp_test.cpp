@@ -488,8 +488,9 @@ TEST_P(MpiCp, SplitPromptRowsDivideTheWork) {
         int64_t sum[3] = {0, 0, 0};
         for (int r = 0; r < world; ++r)
             for (int k = 0; k < 3; ++k) sum[k] += all[3 * r + k];
-        if (rows.split)
+        if (rows.split) {
             for (int r = 0; r < world; ++r) EXPECT_LT(all[3 * r], one[0]) << "linear flops on rank " << r;
+        }
         if (!rows.split || layout().ep_on_cp) {
             for (int r = 0; r < world; ++r)
                 EXPECT_EQ(all[3 * r + 2], one[2]) << "rank " << r << " step " << step;
@@ -501,8 +502,9 @@ TEST_P(MpiCp, SplitPromptRowsDivideTheWork) {
                 EXPECT_EQ(sum[1], one[1]) << "expert flops over the CP group";
             }
         }
-        if (!rows.split && tp == 1 && !layout().ep_on_cp)
+        if (!rows.split && tp == 1 && !layout().ep_on_cp) {
             for (int r = 0; r < world; ++r) EXPECT_EQ(all[3 * r], one[0]) << "rank " << r << " step " << step;
+        }
         if (step == 0)
             std::printf(
                 "[cp] %s %s np %d: %lld-row prefill, linear GFLOP on rank 0 %.4f of one process's %.4f\n",
