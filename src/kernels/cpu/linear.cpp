@@ -156,10 +156,9 @@ bool fast_fits(const MatmulArgs& a, Isa isa) {
 
 // Numerics::kFast for FP8-block weights at GEMM token counts on VNNI + VBMI: the int8 GEMM (gemm_int8.h),
 // where every 128-column activation block lies inside one weight block. Where the CPU also has AVX-512 BF16,
-// its GEMV is as fast up to ~32 tokens (the GEMM's panel decode is a fixed cost per weight byte; measured on
-// Zen 4, one core, cold weights: 1.8 vs 2.4 ms at 16 tokens, equal at 32, 4.6 vs 3.9 ms at 48), so the GEMM
-// takes over from kInt8OverBf16Tokens there.
-constexpr int64_t kInt8OverBf16Tokens = 40;
+// its GEMV is as fast up to ~24 tokens (the GEMM's panel decode is a fixed cost per weight byte; measured on
+// Zen 4, one core, cold weights: equal at 24 tokens, 3.25 vs 2.80 ms at 32), so the GEMM takes over from
+// kInt8OverBf16Tokens (linear.h) there.
 bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
