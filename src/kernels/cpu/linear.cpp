@@ -178,16 +178,18 @@ bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
            (w.format == core::WeightFormat::kFp8Block && gemv_fits(a, 32));
 }
 
-// Exact FP8-block and FP4-group weights on AVX-512 at prefill token counts: the GEMV (weights decoded in
-// registers, 4 rows x 4 tokens per tile, every token pass over a 4-row group reading its weights from L1)
+// Exact BF16, FP8-block and FP4-group weights on AVX-512 at prefill token counts: the GEMV (weights decoded
+// in registers, 4 rows x 4 tokens per tile, every token pass over a 4-row group reading its weights from L1)
 // beats the blocked F32 GEMM, whose panel decode (F32 stores and reloads: 24 KiB of panel beside the
 // activations in a 32 KiB L1) is a fixed cost per weight byte. One core, thread CPU time, 2048 x 4096 cold
 // weights (bench/gemm_bench), % of the FP32 FMA peak, GEMM -> GEMV: FP8 at 24 tokens 50 -> 83%, at 128
-// 74 -> 86%; FP4 at 24 45 -> 76%, at 128 73 -> 74%. The GEMV runs in chunks of kF32GemmTokens (below), so
-// each chunk's activations (2 MiB at 4096 columns) are re-read from L2 / L3 by every 4-row group.
+// 74 -> 86%; FP4 at 24 45 -> 76%, at 128 73 -> 74%; BF16 at 16 39 -> 75%, at 128 72 -> 89%. The GEMV runs
+// in chunks of at most kF32GemmTokens (matmul_isa), so a chunk's activations (2 MiB at 4096 columns) are
+// re-read from L2 / L3 by every 4-row group. F32 and F16 weights (few and small here) keep the GEMM.
 bool gemv_beats_gemm(const MatmulArgs& a, Isa isa) {
     const core::WeightFormat f = a.w->format;
-    return isa == Isa::kAvx512 && (f == core::WeightFormat::kFp8Block || f == core::WeightFormat::kFp4Group);
+    return isa == Isa::kAvx512 && (f == core::WeightFormat::kBF16 || f == core::WeightFormat::kFp8Block ||
+                                   f == core::WeightFormat::kFp4Group);
 }
 
 // Token chunks of kBf16MaxTokens: each chunk's BF16 activations (64 x cols x 2 bytes: 512 KiB at 4096
