@@ -1,8 +1,10 @@
 // The prefill / batched GEMMs on one core, timed in thread CPU time (CLOCK_THREAD_CPUTIME_ID), so time
 // slices lost to other processes on a shared machine do not count (their cache pollution still does).
-// Weights: a rotating set of 16 matrices of rows x cols (64 MiB of FP4, 128 MiB of FP8), larger than the
-// last-level cache, as the experts of a MoE layer are. Per token count: exact (F32 GEMM) and fast (int8
-// VNNI) for FP8 128x128 blocks and FP4 group 32, and for FP4 the previous int8 GEMM
+// Weights: a rotating set of 16 matrices of rows x cols (64 MiB of FP4, 128 MiB of FP8, 256 MiB of BF16),
+// larger than the last-level cache, as the experts of a MoE layer are. Per token count: exact and fast as
+// the dispatcher picks them (exact on AVX-512: the register-decoding GEMV; fast: int8 VNNI, or the BF16
+// GEMV) for FP8 128x128 blocks, FP4 group 32 and BF16, the FP8 int8 GEMM at every count, and for FP4 the
+// previous int8 GEMM
 // (linear_avx512_vnni.cpp's, kept for CPUs without VBMI), as GOP/s per core and as a fraction of the
 // single-core FP32 FMA / int8 VNNI peaks measured in the same run, in the same thread CPU time (12
 // independent register-resident chains, as `deepinfer bench`'s probe).
