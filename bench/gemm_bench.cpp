@@ -1,8 +1,10 @@
 // The prefill / batched GEMMs on one core, timed in thread CPU time (CLOCK_THREAD_CPUTIME_ID), so time
 // slices lost to other processes on a shared machine do not count (their cache pollution still does).
-// Weights: a rotating set of 16 matrices of rows x cols (64 MiB of FP4, 128 MiB of FP8), larger than the
-// last-level cache, as the experts of a MoE layer are. Per token count: exact (F32 GEMM) and fast (int8
-// VNNI) for FP8 128x128 blocks and FP4 group 32, and for FP4 the previous int8 GEMM
+// Weights: a rotating set of 16 matrices of rows x cols (64 MiB of FP4, 128 MiB of FP8, 256 MiB of BF16),
+// larger than the last-level cache, as the experts of a MoE layer are. Per token count: exact and fast as
+// the dispatcher picks them (exact on AVX-512: the register-decoding GEMV; fast: int8 VNNI, or the BF16
+// GEMV) for FP8 128x128 blocks, FP4 group 32 and BF16, the FP8 int8 GEMM at every count, and for FP4 the
+// previous int8 GEMM
 // (linear_avx512_vnni.cpp's, kept for CPUs without VBMI), as GOP/s per core and as a fraction of the
 // single-core FP32 FMA / int8 VNNI peaks measured in the same run, in the same thread CPU time (12
 // independent register-resident chains, as `deepinfer bench`'s probe).
@@ -44,6 +46,27 @@ struct WeightSet {
 
 WeightSet make_set(core::WeightFormat f, int64_t rows, int64_t cols, int count, std::mt19937* rng) {
     WeightSet s;
+    if (f == core::WeightFormat::kBF16) { // N(0, 1/64) values: the BF16 LM head / dense projections
+        const int64_t n = rows * cols;
+        s.data.resize(count * n * 2);
+        std::normal_distribution<float> nd(0.0f, 0.125f);
+        for (int64_t i = 0; i < count * n; ++i) {
+            const float v = nd(*rng);
+            uint32_t b;
+            std::memcpy(&b, &v, 4);
+            const auto h = static_cast<uint16_t>(b >> 16);
+            std::memcpy(s.data.data() + 2 * i, &h, 2);
+        }
+        for (int i = 0; i < count; ++i) {
+            core::Weight w;
+            w.format = f;
+            w.rows = rows;
+            w.cols = cols;
+            w.data = s.data.data() + i * n * 2;
+            s.w.push_back(w);
+        }
+        return s;
+    }
     const bool fp4 = f == core::WeightFormat::kFp4Group;
     const int64_t bytes = fp4 ? rows * cols / 2 : rows * cols;
     const int64_t scales = fp4 ? rows * cols / 32 : ((rows + 127) / 128) * ((cols + 127) / 128);
@@ -137,6 +160,7 @@ int main(int argc, char** argv) {
     const int count = 16;
     const WeightSet fp8 = make_set(core::WeightFormat::kFp8Block, rows, cols, count, &rng);
     const WeightSet fp4 = make_set(core::WeightFormat::kFp4Group, rows, cols, count, &rng);
+    const WeightSet bf16 = make_set(core::WeightFormat::kBF16, rows, cols, count, &rng);
     const cpu::detail::Int8Table old = cpu::detail::avx512_vnni_table();
     const cpu::detail::GemmQTable gemm = cpu::detail::avx512_vnni_gemm_table();
     std::printf("%-6s %-16s %5s %10s %10s %8s\n", "format", "kernel", "n", "ms/matrix", "GOP/s", "%peak");
@@ -158,9 +182,9 @@ int main(int argc, char** argv) {
             std::printf("%-6s %-16s %5lld %10.3f %10.1f %7.1f%%\n", fmt, kernel, static_cast<long long>(n),
                         best * 1e3, gop, 100.0 * gop / peak);
         };
-        for (const WeightSet* s : {&fp8, &fp4}) {
+        for (const WeightSet* s : {&fp8, &fp4, &bf16}) {
             const bool is4 = s == &fp4;
-            const char* fmt = is4 ? "fp4" : "fp8";
+            const char* fmt = is4 ? "fp4" : s == &fp8 ? "fp8" : "bf16";
             for (Numerics num : {Numerics::kExact, Numerics::kFast}) {
                 report(fmt, num == Numerics::kFast ? "fast (dispatch)" : "exact (dispatch)",
                        num == Numerics::kFast ? vnni1 : fma1, [&](int i) {
@@ -169,7 +193,7 @@ int main(int argc, char** argv) {
                            cpu::matmul_isa(a, cpu::Isa::kAvx512);
                        });
             }
-            if (!is4) {
+            if (s == &fp8) {
                 // The int8 GEMM whatever the token count (the dispatcher picks the BF16 GEMV below
                 // kInt8OverBf16Tokens where the CPU has AVX-512 BF16).
                 report(fmt, "fast, int8 GEMM", vnni1, [&](int i) {

@@ -77,6 +77,73 @@ Fp8Weight random_fp8(int64_t rows, int64_t cols, int bc, std::mt19937* rng) {
     return s;
 }
 
+// The exact matmul computes every token on its own: a call over 300 tokens (on AVX-512 the FP8 / FP4 GEMV in
+// three balanced chunks of 100, linear.cpp; elsewhere the F32 GEMM in chunks of 128) writes, bit for bit,
+// what calls over pieces of those tokens write (each piece > kGemvMaxTokens, so every ISA takes the same
+// kernel for the whole call and its pieces), and 700 tokens (past one 512-token call) likewise. (Not BF16:
+// its GEMV sums a tile of 1-3 tokens in another order than a tile of 4, so where a token falls in its
+// chunk can move its last bits; the linear harness holds it to the same tolerance against ref.)
+TEST(GemmExact, EveryTokenIsComputedAsInAnyTokenSplit) {
+    core::ThreadPool pool(2);
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> byte(0, 255), sc(118, 124);
+    const int64_t rows = 70, cols = 512;
+    const Fp8Weight fp8 = random_fp8(rows, cols, 128, &rng);
+    std::vector<uint8_t> fp4_data(rows * cols / 2), fp4_scale(rows * cols / 32);
+    for (uint8_t& b : fp4_data) b = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& b : fp4_scale) b = static_cast<uint8_t>(sc(rng));
+    core::Weight fp4;
+    fp4.format = core::WeightFormat::kFp4Group;
+    fp4.rows = rows;
+    fp4.cols = cols;
+    fp4.block_rows = 1;
+    fp4.block_cols = 32;
+    fp4.data = fp4_data.data();
+    fp4.scale = fp4_scale.data();
+    std::vector<cpu::Isa> isas = {cpu::Isa::kAvx2, cpu::Isa::kAvx512};
+    for (const core::Weight* w : {&fp8.w, static_cast<const core::Weight*>(&fp4)}) {
+        for (cpu::Isa isa : isas) {
+            if (!cpu::isa_supported(isa)) continue;
+            for (const std::vector<int64_t>& pieces :
+                 {std::vector<int64_t>{300, 0}, std::vector<int64_t>{37, 113, 150},
+                  std::vector<int64_t>{700, 0}, std::vector<int64_t>{512, 9, 179}}) {
+                SCOPED_TRACE(std::string(cpu::isa_name(isa)) + (w == &fp4 ? " fp4 " : " fp8 ") +
+                             std::to_string(pieces[0]));
+                int64_t n = 0;
+                for (int64_t p : pieces) n += p;
+                std::vector<float> x(n * cols);
+                for (float& v : x) v = nd(rng);
+                std::vector<float> whole(n * rows), parts(n * rows, -7.0f);
+                cpu::matmul_isa(
+                    MatmulArgs{x.data(), n, cols, w, 0, rows, whole.data(), rows, &pool, Numerics::kExact},
+                    isa);
+                int64_t t0 = 0;
+                for (int64_t p : pieces) {
+                    if (p == 0) continue;
+                    cpu::matmul_isa(MatmulArgs{x.data() + t0 * cols, p, cols, w, 0, rows,
+                                               parts.data() + t0 * rows, rows, &pool, Numerics::kExact},
+                                    isa);
+                    t0 += p;
+                }
+                // A split of one piece is the whole call again: compare it with a 2-piece split instead.
+                if (pieces.back() == 0) {
+                    const int64_t h = n / 2 + 5;
+                    cpu::matmul_isa(MatmulArgs{x.data(), h, cols, w, 0, rows, parts.data(), rows, &pool,
+                                               Numerics::kExact},
+                                    isa);
+                    cpu::matmul_isa(MatmulArgs{x.data() + h * cols, n - h, cols, w, 0, rows,
+                                               parts.data() + h * rows, rows, &pool, Numerics::kExact},
+                                    isa);
+                }
+                int64_t differ = 0;
+                for (int64_t i = 0; i < n * rows; ++i) differ += whole[i] != parts[i];
+                EXPECT_EQ(differ, 0);
+            }
+        }
+    }
+}
+
 // The fast numerics, scalar: per token and 128 columns, x ~ qx * (amax / 127) (nearest even); per row and
 // 128 columns, w ~ qw * 2^(step - 9) * block scale; the integer sums exact, the rest in double.
 std::vector<double> emulate(const Fp8Weight& s, const std::vector<float>& x, int64_t n, int64_t ldx,
@@ -120,8 +187,8 @@ TEST(GemmInt8, Fp8GemmMatchesItsScalarEmulation) {
     };
     // Odd row counts (microtile and panel tails), token counts past one 64-token group and not multiples
     // of 16 (8 mod 16: the 8-token ymm tail, alone at 72, after 3 vectors at 56), 256-column blocks, a row
-    // range inside the weight. At least 40 tokens: below, CPUs with AVX-512 BF16 take the BF16 GEMV instead
-    // (linear.cpp); the FP4 test covers the 1- and 2-vector tiles.
+    // range inside the weight. At least 40 tokens (>= kInt8OverBf16Tokens: below, CPUs with AVX-512 BF16
+    // take the BF16 GEMV instead, linear.cpp); the FP4 test covers the 1- and 2-vector tiles.
     for (const Case& c :
          {Case{7, 128, 128, 41}, Case{50, 256, 128, 47}, Case{130, 512, 256, 100}, Case{97, 384, 128, 512},
           Case{61, 1024, 128, 64}, Case{30, 256, 128, 56}, Case{19, 128, 128, 72}}) {

@@ -146,11 +146,11 @@ void check_case(const FormatCase& fc, int64_t rows, int64_t cols, int64_t n, cor
             fc.format == F::kFp4Group && fc.bc == 32 && cols % 128 == 0) {
             EXPECT_GT(e, 1e-8) << "fast numerics did not take the int8 path";
         }
-        // The int8 GEMM for FP8 blocks of whole 128-column activation blocks (gemm_int8.h); from 40 tokens
-        // where the CPU has AVX-512 BF16 (whose GEMV takes fewer).
+        // The int8 GEMM for FP8 blocks of whole 128-column activation blocks (gemm_int8.h); from
+        // kInt8OverBf16Tokens where the CPU has AVX-512 BF16 (whose GEMV takes fewer).
         if (num == Numerics::kFast && isa == Isa::kAvx512 && cpu::fp8_int8_supported() &&
             fc.format == F::kFp8Block && fc.bc % 128 == 0 && cols % 128 == 0 &&
-            n > (cpu::bf16_supported() ? 39 : cpu::kGemvMaxTokens)) {
+            n >= (cpu::bf16_supported() ? cpu::kInt8OverBf16Tokens : cpu::kGemvMaxTokens + 1)) {
             EXPECT_GT(e, 1e-8) << "fast numerics did not take the FP8 int8 GEMM";
         }
         // Likewise the BF16-activation path for BF16 / FP8 weights (whole 32-column pairs).

@@ -156,10 +156,9 @@ bool fast_fits(const MatmulArgs& a, Isa isa) {
 
 // Numerics::kFast for FP8-block weights at GEMM token counts on VNNI + VBMI: the int8 GEMM (gemm_int8.h),
 // where every 128-column activation block lies inside one weight block. Where the CPU also has AVX-512 BF16,
-// its GEMV is as fast up to ~32 tokens (the GEMM's panel decode is a fixed cost per weight byte; measured on
-// Zen 4, one core, cold weights: 1.8 vs 2.4 ms at 16 tokens, equal at 32, 4.6 vs 3.9 ms at 48), so the GEMM
-// takes over from kInt8OverBf16Tokens there.
-constexpr int64_t kInt8OverBf16Tokens = 40;
+// its GEMV is as fast up to ~24 tokens (the GEMM's panel decode is a fixed cost per weight byte; measured on
+// Zen 4, one core, cold weights: equal at 24 tokens, 3.25 vs 2.80 ms at 32), so the GEMM takes over from
+// kInt8OverBf16Tokens (linear.h) there.
 bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
@@ -177,6 +176,20 @@ bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
     if (num != Numerics::kFast || isa != Isa::kAvx512 || !bf16_supported() || w.cols % 32 != 0) return false;
     return w.format == core::WeightFormat::kBF16 ||
            (w.format == core::WeightFormat::kFp8Block && gemv_fits(a, 32));
+}
+
+// Exact BF16, FP8-block and FP4-group weights on AVX-512 at prefill token counts: the GEMV (weights decoded
+// in registers, 4 rows x 4 tokens per tile, every token pass over a 4-row group reading its weights from L1)
+// beats the blocked F32 GEMM, whose panel decode (F32 stores and reloads: 24 KiB of panel beside the
+// activations in a 32 KiB L1) is a fixed cost per weight byte. One core, thread CPU time, 2048 x 4096 cold
+// weights (bench/gemm_bench), % of the FP32 FMA peak, GEMM -> GEMV: FP8 at 24 tokens 50 -> 83%, at 128
+// 74 -> 86%; FP4 at 24 45 -> 76%, at 128 73 -> 74%; BF16 at 16 39 -> 75%, at 128 72 -> 89%. The GEMV runs
+// in chunks of at most kF32GemmTokens (matmul_isa), so a chunk's activations (2 MiB at 4096 columns) are
+// re-read from L2 / L3 by every 4-row group. F32 and F16 weights (few and small here) keep the GEMM.
+bool gemv_beats_gemm(const MatmulArgs& a, Isa isa) {
+    const core::WeightFormat f = a.w->format;
+    return isa == Isa::kAvx512 && (f == core::WeightFormat::kBF16 || f == core::WeightFormat::kFp8Block ||
+                                   f == core::WeightFormat::kFp4Group);
 }
 
 // Token chunks of kBf16MaxTokens: each chunk's BF16 activations (64 x cols x 2 bytes: 512 KiB at 4096
@@ -253,6 +266,24 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
         gemm(a, b * 4, std::min(e * 4, rows), xq, xs, n_pad, s.data());
     };
     serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, std::ref(body));
+}
+
+// The F32 GEMV: the activations prepared once in the layout the ISA's kernel reads, output rows handed to
+// the pool in groups of 4 (so every thread runs the 4-stream kernel).
+void gemv_f32(const MatmulArgs& a, const detail::KernelTable& k, core::ThreadPool* pool, bool serial) {
+    const core::Weight& w = *a.w;
+    const int64_t rows = a.row_end - a.row_begin;
+    std::vector<float>& buf = scratch(0);
+    if (buf.size() < static_cast<size_t>(a.n * w.cols)) buf.resize(static_cast<size_t>(a.n * w.cols));
+    const float* xprep = k.prep(a, buf.data()) ? buf.data() : nullptr;
+    const int64_t groups = (rows + 3) / 4;
+    auto body = [&](int64_t b, int64_t e) {
+        std::vector<float>& fold = scratch(2);
+        if (fold.size() < static_cast<size_t>(a.n * w.cols)) fold.resize(static_cast<size_t>(a.n * w.cols));
+        const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep, fold.data());
+        DI_CHECK(ok) << "GEMV refused a layout the table's fits accepted";
+    };
+    for_row_groups(a, pool, serial, groups, body);
 }
 
 // The F32 GEMM (every format): activations transposed once to xt [cols, n_pad] (tokens contiguous, zero
@@ -391,34 +422,24 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         return;
     }
 
-    if (a.n <= kGemvMaxTokens && k.fits(a)) {
-        std::vector<float>& buf = scratch(0);
-        if (buf.size() < static_cast<size_t>(a.n * w.cols)) buf.resize(static_cast<size_t>(a.n * w.cols));
-        const float* xprep = k.prep(a, buf.data()) ? buf.data() : nullptr;
-        // Groups of 4 rows, so every thread runs the 4-stream kernel.
-        const int64_t groups = (rows + 3) / 4;
-        auto body = [&](int64_t b, int64_t e) {
-            std::vector<float>& fold = scratch(2);
-            if (fold.size() < static_cast<size_t>(a.n * w.cols))
-                fold.resize(static_cast<size_t>(a.n * w.cols));
-            const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep, fold.data());
-            DI_CHECK(ok) << "GEMV refused a layout the table's fits accepted";
-        };
-        for_row_groups(a, pool, serial, groups, body);
-        return;
-    }
-
-    // The F32 GEMM, in chunks of kF32GemmTokens: each weight panel is decoded once per chunk, and the
+    // The F32 paths, in chunks of kF32GemmTokens. GEMM: each weight panel is decoded once per chunk, and the
     // chunk's transposed activations (128 x cols floats: 2 MiB at 4096 columns) are reused from L2 / L3 by
     // every panel instead of 512 x cols streaming from memory per panel (one core: 58% -> 67% of FMA at 512
-    // tokens). Every chunk, however short, takes the GEMM (not the GEMV), and every output is the same sum
-    // in the same order whatever the chunking.
-    for (int64_t t0 = 0; t0 < a.n; t0 += kF32GemmTokens) {
+    // tokens). GEMV (decode, and exact FP8 / FP4 on AVX-512 at every token count: gemv_beats_gemm): the
+    // chunk's activations likewise stay in L2 / L3 while each 4-row group's weights sit in L1. Every
+    // output is the same sum in the same order whatever the chunking (each kernel's tiles compute a token
+    // independently of the others). Chunks are balanced (at least 65 tokens when there are several), so no
+    // chunk is short enough to take the FP4 GEMV's 1-2 token kernel.
+    const int64_t chunks = (a.n + kF32GemmTokens - 1) / kF32GemmTokens, per = (a.n + chunks - 1) / chunks;
+    for (int64_t t0 = 0; t0 < a.n; t0 += per) {
         MatmulArgs c = a;
         c.x = a.x + t0 * a.ldx;
         c.y = a.y + t0 * a.ldy;
-        c.n = std::min(kF32GemmTokens, a.n - t0);
-        gemm_f32(c, k, pool, serial);
+        c.n = std::min(per, a.n - t0);
+        if ((c.n <= kGemvMaxTokens || gemv_beats_gemm(c, isa)) && k.fits(c))
+            gemv_f32(c, k, pool, serial);
+        else
+            gemm_f32(c, k, pool, serial);
     }
 }
 
