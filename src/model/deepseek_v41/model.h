@@ -37,7 +37,9 @@
 
 namespace deepinfer::model::deepseek_v41 {
 
-// What one forward computed, per layer, for comparison with the reference (rows follow token_ids).
+// What one forward computed, per layer, for comparison with the reference (rows follow token_ids). Under CP
+// with a chunk's rows divided over the group, hidden and router hold this rank's rows only (the others 0 and
+// -1); picks, candidate_blocks and hash_ids are whole.
 struct V41Probes {
     std::vector<std::vector<float>> hidden;   // [L][T, hc, D] streams after layer l
     std::vector<std::vector<int32_t>> router; // [L][T, K] expert indices, ascending
@@ -51,8 +53,10 @@ public:
     // Opens DIR (config.json, safetensors, engram_hash.safetensors) and binds every weight. With a shard
     // (V4's ShardSpec, docs/parallelism.md): only this rank's routed experts, split over `shard.moe`
     // exactly as V4 splits them (bit-identical slot all-reduce), and the LM head's vocabulary over
-    // `shard.tp` (gathered). Attention, Engram and the indexer run whole on every rank; with `shard.cp`
-    // (context parallelism) the attention reads only this rank's KV blocks, partials merged by LSE.
+    // `shard.tp` (gathered). With `shard.cp` (context parallelism) the attention reads only this rank's KV
+    // blocks, partials merged by LSE, and a prompt chunk's rows (>= kCpSplitMinRows) are divided over the
+    // CP group: each rank runs the row-wise work (mHC, Engram, projections, MoE) on its rows, gathering
+    // what the KV state machines and the attention need (docs/parallelism.md "CP on V4.1").
     static core::Result<std::unique_ptr<DeepseekV41Model>> load(const std::string& dir,
                                                                 const deepseek_v4::ShardSpec& shard = {});
 
