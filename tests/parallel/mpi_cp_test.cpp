@@ -652,5 +652,119 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, MpiCp,
                              return s;
                          });
 
+// Distributed prompt chunks on V4.1 (docs/parallelism.md "CP on V4.1"), lockstep: every golden prompt
+// prefilled in chunks of 24 rows (at least kCpSplitMinRows: divided over the CP group; a shorter last
+// chunk is not), then 8 greedy decode steps (one row: replicated). Per forward, each rank's row counter
+// (DeepseekV41Model::row_work) must grow by exactly its part of the chunk per layer — ceil(n / cp) rows
+// from rank r * ceil(n / cp), computed here — in the attention's projections and in the MoE (which keeps
+// every row under EP on CP), and the parts summed over the CP group must be the chunk; one process runs
+// every row. Logits equal on every rank bit for bit, greedy tokens equal to one process's, logits within
+// the bound (tiny-v41-fp8: printed, as in GreedyTokensEqualOneProcess).
+TEST_P(MpiCp, V41PromptChunksDividedOverRanks) {
+    if (model().rfind("tiny-v41", 0) != 0) GTEST_SKIP() << "V4.1 (V4: its own test)";
+    CpRun run(model(), layout());
+    run.load();
+    ASSERT_TRUE(run.shard41_);
+    using deepseek_v41::DeepseekV41Model;
+    DeepseekV41Model& lm = *run.shard41_;
+    DeepseekV41Model* ref = run.ref41_.get();
+    const int64_t L = lm.config().num_hidden_layers, V = lm.vocab_size();
+    const int64_t cp = run.groups_.cp->size(), me = run.groups_.cp->rank();
+    constexpr int64_t kChunk = 24, kSteps = 8;
+    static_assert(kChunk >= kCpSplitMinRows);
+    const Goldens g(model());
+    double worst = 0;
+    int64_t split_forwards = 0, rows_divided = 0;
+    for (int p = 0; p < g.num_prompts(); ++p) {
+        const std::vector<int32_t> ids = g.ids("prompt." + std::to_string(p) + ".ids");
+        const int64_t total = static_cast<int64_t>(ids.size()) + kSteps;
+        const KvCacheSpec spec{kBlockSize, (total + kBlockSize - 1) / kBlockSize, 1};
+        std::vector<int32_t> blocks;
+        for (int32_t b = 0; b < spec.num_blocks; ++b) blocks.push_back(b);
+        std::vector<DeepseekV41Model*> models = {&lm};
+        if (ref) models.push_back(ref);
+        std::vector<std::unique_ptr<SequenceRunner>> runners;
+        for (DeepseekV41Model* m : models) {
+            ASSERT_TRUE(m->configure_runtime({kChunk, 1}).ok());
+            ASSERT_TRUE(m->init_kv_cache(spec).ok());
+            runners.push_back(std::make_unique<SequenceRunner>(m, 0, blocks));
+        }
+        std::vector<int32_t> tokens_cp, tokens_one;
+        // One forward of `rows` on every model: the counters, the logits across ranks and against one
+        // process. Returns the shard's logits' last row's argmax (and one process's in *one).
+        auto forward = [&](const std::vector<int32_t>& rows, int32_t* one) -> int32_t {
+            const int64_t n = static_cast<int64_t>(rows.size());
+            const DeepseekV41Model::RowWork before = lm.row_work();
+            const DeepseekV41Model::RowWork ref_before = ref ? ref->row_work() : DeepseekV41Model::RowWork{};
+            std::vector<std::vector<float>> logits(models.size());
+            for (size_t m = 0; m < models.size(); ++m) {
+                core::Status s = runners[m]->feed(rows, 0, false, &logits[m]);
+                EXPECT_TRUE(s.ok()) << s.to_string();
+                if (!s.ok()) return -1;
+            }
+            const bool split = n >= kCpSplitMinRows;
+            const int64_t per = (n + cp - 1) / cp, begin = std::min(n, me * per);
+            const int64_t mine = split ? std::min(n, begin + per) - begin : n;
+            const DeepseekV41Model::RowWork& after = lm.row_work();
+            EXPECT_EQ(after.split_chunks - before.split_chunks, split ? 1 : 0) << "prompt " << p;
+            EXPECT_EQ(after.attention - before.attention, L * mine) << "prompt " << p << " rows " << n;
+            const int64_t moe_rows = split && layout().ep_on_cp ? n : mine;
+            EXPECT_EQ(after.moe - before.moe, L * moe_rows) << "prompt " << p << " rows " << n;
+            // The parts over the CP group: each row exactly once (split) or every row on every rank.
+            std::vector<int64_t> done = {after.attention - before.attention}, all(cp);
+            EXPECT_TRUE(run.groups_.cp->all_gather_i64(done, all).ok());
+            int64_t sum = 0;
+            for (int64_t v : all) sum += v;
+            EXPECT_EQ(sum, split ? L * n : cp * L * n) << "prompt " << p;
+            if (split) {
+                ++split_forwards;
+                rows_divided += n;
+            }
+            if (ref) {
+                EXPECT_EQ(ref->row_work().attention - ref_before.attention, L * n);
+                EXPECT_EQ(ref->row_work().split_chunks, ref_before.split_chunks);
+            }
+            // Every rank's logits the same bits.
+            const std::vector<float>& la = logits[0];
+            std::vector<float> every(la.size() * g_world->size());
+            EXPECT_TRUE(g_world->all_gather_f32(la, every).ok());
+            for (int r = 1; r < g_world->size(); ++r)
+                EXPECT_EQ(std::memcmp(every.data(), every.data() + r * la.size(), la.size() * sizeof(float)),
+                          0)
+                    << "rank " << r << " prompt " << p << " rows " << n;
+            if (ref) {
+                const double diff = max_abs_diff(la, logits[1]);
+                worst = std::max(worst, diff);
+                EXPECT_LT(diff, logit_tolerance(model(), static_cast<int>(ids.size())))
+                    << model() << " " << layout().name << " prompt " << p;
+                *one = argmax(logits[1].data() + logits[1].size() - V, V);
+            }
+            return argmax(la.data() + la.size() - V, V);
+        };
+        int32_t next_cp = -1, next_one = -1;
+        for (size_t s = 0; s < ids.size(); s += kChunk)
+            next_cp =
+                forward(std::vector<int32_t>(ids.begin() + s, ids.begin() + std::min(ids.size(), s + kChunk)),
+                        &next_one);
+        for (int64_t step = 0; step < kSteps; ++step) {
+            tokens_cp.push_back(next_cp);
+            tokens_one.push_back(next_one);
+            // Both continue with the shard's token (the same on every rank: the logits are), so each step
+            // compares the two greedy picks after the same history.
+            next_cp = forward({next_cp}, &next_one);
+        }
+        if (ref) {
+            EXPECT_EQ(tokens_cp, tokens_one) << model() << " " << layout().name << " prompt " << p;
+        }
+    }
+    EXPECT_GT(split_forwards, 0);
+    if (ref)
+        std::printf("[cp] %s %s np %d: prompt chunks of %lld rows divided over %lld ranks (%lld forwards, "
+                    "%lld rows); max |logit - one process| = %.3g\n",
+                    model().c_str(), layout().name, g_world->size(), static_cast<long long>(kChunk),
+                    static_cast<long long>(cp), static_cast<long long>(split_forwards),
+                    static_cast<long long>(rows_divided), worst);
+}
+
 } // namespace
 } // namespace deepinfer::model::deepseek_v4

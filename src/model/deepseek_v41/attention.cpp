@@ -48,39 +48,78 @@ kernels::PagedEntries paged(std::vector<float>& pool, int64_t width, int64_t rat
 
 } // namespace
 
+// x and out: this rank's rows of the chunk (ch.rows). Split rows (CP, a prompt chunk): the row-wise
+// projections (q, kv, the compressor's kv and gate, the indexer's query and head weights) run on this
+// rank's rows and are gathered in one all-gather, so the window store, the compressor's group state, the
+// indexer and each rank's partial attention see every row as before; after the merge every rank has every
+// row's output and runs the inverse RoPE, wo_a and wo_b on its rows only.
 void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, float* out, Shared& sh) {
     const ModelConfig& c = config_;
     const AttentionWeights& w = weights_.layers[l].attn;
     kernels::Backend& be = *backend_;
     const int64_t n = ch.n, H_all = c.num_attention_heads, d = c.head_dim, m = c.compress_ratios[l];
+    const int64_t b = ch.rows.begin, nr = ch.rows.count(); // this rank's rows [b, b + nr) of the chunk's n
+    row_work_.attention += nr;
     // Tensor parallelism: this rank's heads [h0, h0 + H) (all of them without TP), as V4 splits them
     // (deepseek_v4/attention.cpp): q rows, attention and the sink per head; the grouped output projection
-    // by groups and wo_b by output rows, gathered (bits, never partial sums).
+    // by groups and wo_b by output rows, gathered (bits, never partial sums). The TP group shares this
+    // rank's CP rank, hence its rows.
     const deepseek_v4::TpShard* tp = tp_.active() ? &tp_ : nullptr;
     const int64_t H = tp ? H_all / tp->size() : H_all, h0 = tp ? tp->rank() * H : 0;
     const float eps = static_cast<float>(c.rms_norm_eps);
     const deepseek_v4::RopeTable& rope = m > 0 ? compress_rope_ : main_rope_;
     const int64_t* pos = ch.pos.data();
+    const int64_t* my_pos = pos + b;
+    const bool has_compressor = m > 0 && w.has_compressor;
+    // The indexer runs when entries exist (the same on every rank: it depends on the chunk only).
+    const bool has_indexer = m > 0 && w.has_indexer && (ch.start + n) / m > 0;
+    const int64_t HI = c.index_n_heads, dI = c.index_head_dim;
 
-    std::vector<float> qr(n * c.q_lora_rank); // [n, q_lora]
-    be.linear(kernels::linear_args(x, n, w.wq_a, qr.data()));
-    be.rms_norm({qr.data(), w.q_norm.data(), n, c.q_lora_rank, eps, qr.data()});
-    std::vector<float> q(n * H * d); // [n, H, d] this rank's heads (no per-head q norm in V4.1)
-    kernels::MatmulArgs qa = kernels::linear_args(qr.data(), n, w.wq_b, q.data());
-    qa.row_begin = h0 * d;
-    qa.row_end = (h0 + H) * d;
-    qa.ldy = H * d;
-    be.linear(qa);
-    be.rope(rope_params(rope, q.data(), n, H, d, pos));
-
+    // Every row's projections [n, ...]; this rank writes its rows, the gather the others'.
+    std::vector<float> q(n * H * d); // [n, H, d] this rank's heads (no per-head q norm in V4.1), rotated
     std::vector<float> kv(n * d); // [n, d]: K = V, rotated, FP8 fake-quantized as the window cache holds it
-    be.linear(kernels::linear_args(x, n, w.wkv, kv.data()));
-    be.rms_norm({kv.data(), w.kv_norm.data(), n, d, eps, kv.data()});
-    be.rope(rope_params(rope, kv.data(), n, 1, d, pos));
-    if (ties_)
-        fake_quant_with_ties(kv.data(), n, d, QuantTieOverride::kWindowKv, l, pos, *ties_);
-    else
-        kernels::ref::fake_quant_fp8_block(kv.data(), n, d, 32);
+    std::vector<float> ckv(has_compressor ? n * d : 0);         // [n, d] compressor kv
+    std::vector<float> cg(has_compressor && m > 1 ? n * d : 0); // [n, d] compressor gate
+    std::vector<float> iq(has_indexer ? n * HI * dI : 0);       // [n, H_I, d_I] indexer query
+    std::vector<float> ihw(has_indexer ? n * HI : 0);           // [n, H_I] indexer head weights
+    if (nr > 0) {
+        std::vector<float> qr(nr * c.q_lora_rank); // [nr, q_lora]
+        be.linear(kernels::linear_args(x, nr, w.wq_a, qr.data()));
+        be.rms_norm({qr.data(), w.q_norm.data(), nr, c.q_lora_rank, eps, qr.data()});
+        kernels::MatmulArgs qa = kernels::linear_args(qr.data(), nr, w.wq_b, q.data() + b * H * d);
+        qa.row_begin = h0 * d;
+        qa.row_end = (h0 + H) * d;
+        qa.ldy = H * d;
+        be.linear(qa);
+        be.rope(rope_params(rope, q.data() + b * H * d, nr, H, d, my_pos));
+
+        float* my_kv = kv.data() + b * d;
+        be.linear(kernels::linear_args(x, nr, w.wkv, my_kv));
+        be.rms_norm({my_kv, w.kv_norm.data(), nr, d, eps, my_kv});
+        be.rope(rope_params(rope, my_kv, nr, 1, d, my_pos));
+        if (ties_)
+            fake_quant_with_ties(my_kv, nr, d, QuantTieOverride::kWindowKv, l, my_pos, *ties_);
+        else
+            kernels::ref::fake_quant_fp8_block(my_kv, nr, d, 32);
+        if (has_compressor) {
+            be.linear(kernels::linear_args(x, nr, w.compressor.wkv, ckv.data() + b * d));
+            if (m > 1) be.linear(kernels::linear_args(x, nr, w.compressor.wgate, cg.data() + b * d));
+        }
+        if (has_indexer) indexer_project(l, ch, x, qr.data(), iq.data() + b * HI * dI, ihw.data() + b * HI);
+    }
+    // One all-gather of this layer's row-wise projections (the fields present are the chunk's, so the same
+    // on every rank).
+    {
+        RowField f[6];
+        int nf = 0;
+        f[nf++] = {q.data(), H * d};
+        f[nf++] = {kv.data(), d};
+        if (!ckv.empty()) f[nf++] = {ckv.data(), d};
+        if (!cg.empty()) f[nf++] = {cg.data(), d};
+        if (!iq.empty()) f[nf++] = {iq.data(), HI * dI};
+        if (!ihw.empty()) f[nf++] = {ihw.data(), HI};
+        gather_rows(ch.rows, std::span<const RowField>(f, nf));
+    }
     // CP: window rows and compressed entries go through the local block table (context_parallel.cpp).
     std::vector<int32_t> local_table;
     if (cp_.active()) local_block_table(ch, (ch.start + n - 1) / spec_.block_size + 1, local_table);
@@ -103,16 +142,12 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
         // 1. The source's compressor: pre-RoPE latents of the groups completing in this chunk.
         std::vector<float> latent; // [g, d]
         int64_t g = 0, w0 = 0;     // groups, index of the first
-        if (w.has_compressor) {
-            std::vector<float> ckv(n * d);
-            be.linear(kernels::linear_args(x, n, w.compressor.wkv, ckv.data()));
+        if (has_compressor) {
             if (m == 1) {
                 latent = std::move(ckv);
                 g = n;
                 w0 = ch.start;
             } else {
-                std::vector<float> cg(n * d);
-                be.linear(kernels::linear_args(x, n, w.compressor.wgate, cg.data()));
                 float* buf = ch.slot->group[l].data(); // [m, 2, d]
                 int64_t filled = ch.start % m;
                 w0 = ch.start / m;
@@ -142,7 +177,6 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
         // 2. The indexer (it reads the pre-RoPE latents for the shared keys).
         if (w.has_indexer) {
             if (w.indexer.owns_k && g > 0) {
-                const int64_t dI = c.index_head_dim;
                 std::vector<float> k(g * dI);
                 be.linear(kernels::linear_args(latent.data(), g, w.indexer.wk, k.data()));
                 be.rms_norm({k.data(), w.indexer.k_norm.data(), g, dI, eps, k.data()});
@@ -161,7 +195,7 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
                 kernels::PagedEntries keys = paged(pools_.keys[l], dI, m, spec_.block_size, split_table);
                 for (int64_t j = 0; j < g; ++j) std::copy_n(k.data() + j * dI, dI, keys.entry(w0 + j));
             }
-            indexer(l, ch, x, qr.data(), sh);
+            indexer(l, ch, iq.data(), ihw.data(), sh);
         }
         // 3. The compressed cache: latents rotated at their group positions, FP4 (e4m3 scales, block 16).
         if (g > 0) {
@@ -224,7 +258,10 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     be.sparse_attention(ap);
     if (cp_.active())
         deepseek_v4::cp_merge_partials(be, cp_, o.data(), H * d, lse_max.data(), lse_sum.data(), n, H, d);
-    kernels::RopeParams inv = rope_params(rope, o.data(), n, H, d, pos);
+    // Every rank holds every row's output now; the rest is row-wise: this rank's rows only.
+    if (nr == 0) return;
+    float* my_o = o.data() + b * H * d; // [nr, H, d]
+    kernels::RopeParams inv = rope_params(rope, my_o, nr, H, d, my_pos);
     inv.inverse = true;
     be.rope(inv);
 
@@ -234,22 +271,22 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     const int64_t G = c.o_groups, R = c.o_lora_rank, gw = H_all * d / G;
     const bool groups_split = tp && G % tp->size() == 0;
     const int64_t Gl = groups_split ? G / tp->size() : G, g0 = groups_split ? tp->rank() * Gl : 0;
-    std::vector<float> o_all;     // [n, H_all, d] the gathered heads (TP, groups not split)
-    const float* o_in = o.data(); // [n, heads, d] the heads the groups below read
+    std::vector<float> o_all; // [nr, H_all, d] the gathered heads (TP, groups not split)
+    const float* o_in = my_o; // [nr, heads, d] the heads the groups below read
     int64_t o_ld = H * d;
     if (tp && !groups_split) {
-        o_all.resize(n * H_all * d);
-        deepseek_v4::tp_gather_columns(be, *tp, o.data(), n, H * d, H * d, o_all.data(), H_all * d);
+        o_all.resize(nr * H_all * d);
+        deepseek_v4::tp_gather_columns(be, *tp, my_o, nr, H * d, H * d, o_all.data(), H_all * d);
         o_in = o_all.data();
         o_ld = H_all * d;
     }
-    std::vector<float> z(n * G * R);                      // [n, G R]
-    std::vector<float> zl(groups_split ? n * Gl * R : 0); // [n, Gl R] this rank's groups
+    std::vector<float> z(nr * G * R);                      // [nr, G R]
+    std::vector<float> zl(groups_split ? nr * Gl * R : 0); // [nr, Gl R] this rank's groups
     float* zo = groups_split ? zl.data() : z.data();
     for (int64_t gi = 0; gi < Gl; ++gi) {
         kernels::MatmulArgs a;
         a.x = o_in + gi * gw;
-        a.n = n;
+        a.n = nr;
         a.ldx = o_ld;
         a.w = &w.wo_a;
         a.row_begin = (g0 + gi) * R;
@@ -258,16 +295,36 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
         a.ldy = Gl * R;
         be.linear(a);
     }
-    if (groups_split) deepseek_v4::tp_gather_columns(be, *tp, zl.data(), n, Gl * R, Gl * R, z.data(), G * R);
-    deepseek_v4::tp_linear(be, tp_, z.data(), n, w.wo_b, out); // whole without TP
+    if (groups_split) deepseek_v4::tp_gather_columns(be, *tp, zl.data(), nr, Gl * R, Gl * R, z.data(), G * R);
+    deepseek_v4::tp_linear(be, tp_, z.data(), nr, w.wo_b, out); // whole without TP
+}
+
+// The indexer's query and head weights of this rank's rows (x, qr [nr, ...]; q [nr, H_I, d_I], hw [nr, H_I]).
+void DeepseekV41Model::indexer_project(int64_t l, const Chunk& ch, const float* x, const float* qr, float* q,
+                                       float* hw) {
+    const ModelConfig& c = config_;
+    const IndexerWeights& w = weights_.layers[l].attn.indexer;
+    kernels::Backend& be = *backend_;
+    const int64_t n = ch.rows.count(), HI = c.index_n_heads, dI = c.index_head_dim;
+    const int64_t* pos = ch.pos.data() + ch.rows.begin;
+    // TP: each rank's rows of wq_b, gathered.
+    deepseek_v4::tp_linear(be, tp_, qr, n, w.wq_b, q);
+    be.rope(rope_params(compress_rope_, q, n, HI, dI, pos));
+    // With the test-only tie table: one row per query token (head * d_I + channel), blocks of 32 within a
+    // head.
+    if (ties_ && dI % 32 == 0)
+        fake_quant_with_ties(q, n, HI * dI, QuantTieOverride::kIndexerQ, l, pos, *ties_);
+    else
+        kernels::ref::fake_quant_fp4_block(q, n * HI, dI, 32, /*e4m3_scales=*/false);
+    be.linear(kernels::linear_args(x, n, w.weights_proj, hw));
+    const float heads_scaling = 1.0f / std::sqrt(static_cast<float>(HI));
+    for (int64_t i = 0; i < n * HI; ++i) hw[i] *= heads_scaling;
 }
 
 // Scores every query against the source's keys visible to it, applies (or, at the candidate source,
 // publishes) the candidate blocks, and publishes the top-k picks for this and the following layers.
-void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const float* qr, Shared& sh) {
+void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* q, const float* hw, Shared& sh) {
     const ModelConfig& c = config_;
-    const IndexerWeights& w = weights_.layers[l].attn.indexer;
-    kernels::Backend& be = *backend_;
     const int64_t n = ch.n, HI = c.index_n_heads, dI = c.index_head_dim, m = c.compress_ratios[l];
     const int64_t src = c.kv_source_of(l);
     const int64_t N = (ch.start + n) / m; // entries emitted so far (the reference's compressed_len)
@@ -281,20 +338,8 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
         }
         return;
     }
-    std::vector<float> q(n * HI * dI); // [n, H_I, d_I]: TP, each rank's rows of wq_b, gathered
-    deepseek_v4::tp_linear(be, tp_, qr, n, w.wq_b, q.data());
-    be.rope(rope_params(compress_rope_, q.data(), n, HI, dI, ch.pos.data()));
-    // With the test-only tie table: one row per query token (head * d_I + channel), blocks of 32 within a
-    // head.
-    if (ties_ && dI % 32 == 0)
-        fake_quant_with_ties(q.data(), n, HI * dI, QuantTieOverride::kIndexerQ, l, ch.pos.data(), *ties_);
-    else
-        kernels::ref::fake_quant_fp4_block(q.data(), n * HI, dI, 32, /*e4m3_scales=*/false);
-    std::vector<float> hw(n * HI); // [n, H_I]
-    be.linear(kernels::linear_args(x, n, w.weights_proj, hw.data()));
-    const float heads_scaling = 1.0f / std::sqrt(static_cast<float>(HI));
+    kernels::Backend& be = *backend_;
     const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(dI));
-    for (float& v : hw) v *= heads_scaling;
 
     // CP: the keys are stored on their block's owner (context_parallel.cpp). Each rank scores the visible
     // entries of its blocks (+0 elsewhere) and the [n, N] scores are summed over the group: each entry has
@@ -339,7 +384,7 @@ void DeepseekV41Model::indexer(int64_t l, const Chunk& ch, const float* x, const
             const float* k = keys.entry(e);
             float s = 0;
             for (int64_t h = 0; h < HI; ++h) {
-                const float* qh = q.data() + (t * HI + h) * dI;
+                const float* qh = q + (t * HI + h) * dI;
                 float dot = 0;
                 for (int64_t i = 0; i < dI; ++i) dot += qh[i] * k[i];
                 s += std::max(dot, 0.0f) * softmax_scale * hw[t * HI + h];

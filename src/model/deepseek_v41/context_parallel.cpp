@@ -1,8 +1,8 @@
 // V4.1 under context parallelism (docs/parallelism.md "CP on V4.1"): which blocks of the split stores
-// (every layer's window rows, the KV sources' compressed entries and indexer keys) this CP rank holds, and
-// block copies between owners. Block g lives on CP rank g % cp at local index g / cp; the last local block
-// is the trash block where the (replicated) writes meant for other ranks' blocks land. The Engram n-gram
-// snapshots stay whole on every rank.
+// (every layer's window rows, the KV sources' compressed entries and indexer keys) this CP rank holds,
+// block copies between owners, and the packed row gather of distributed prompt chunks. Block g lives on CP
+// rank g % cp at local index g / cp; the last local block is the trash block where the (replicated) writes
+// meant for other ranks' blocks land. The Engram n-gram snapshots stay whole on every rank.
 
 #include <algorithm>
 #include <span>
@@ -82,6 +82,33 @@ void DeepseekV41Model::run_pending_copies() {
         if (me == owner_dst) copy_split_block(0, static_cast<int32_t>(dst / cp), false, buf.data());
     }
     pending_copies_.clear();
+}
+
+// The fields' rows of this rank packed side by side into one [n, W] buffer (W = the widths' sum), one
+// cp_gather_rows, and the other ranks' rows unpacked: one collective however many fields a layer has.
+void DeepseekV41Model::gather_rows(const deepseek_v4::CpRows& rows, std::span<const RowField> fields) {
+    if (!rows.split) return;
+    int64_t W = 0;
+    for (const RowField& f : fields) W += f.width;
+    kernels::Workspace& ws = backend_->workspace();
+    const kernels::Workspace::Mark mark = ws.mark();
+    float* packed = ws.take<float>(rows.T * W); // [n, W]
+    auto move = [&](int64_t t, bool pack) {
+        float* p = packed + t * W;
+        for (const RowField& f : fields) {
+            float* row = f.data + t * f.width;
+            if (pack)
+                std::copy_n(row, f.width, p);
+            else
+                std::copy_n(p, f.width, row);
+            p += f.width;
+        }
+    };
+    for (int64_t t = rows.begin; t < rows.end; ++t) move(t, true);
+    deepseek_v4::cp_gather_rows(*backend_, cp_, rows, packed, W);
+    for (int64_t t = 0; t < rows.T; ++t)
+        if (t < rows.begin || t >= rows.end) move(t, false);
+    ws.release(mark);
 }
 
 } // namespace deepinfer::model::deepseek_v41

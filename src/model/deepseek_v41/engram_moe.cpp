@@ -17,12 +17,14 @@ void DeepseekV41Model::engram(int64_t l, const Chunk& ch, float* h) {
     const ModelConfig& c = config_;
     const int64_t e = c.engram.layer_index(l);
     const int64_t cols = c.engram.n_hash_cols(), hd = c.engram.head_dim, hc = c.hc_mult, D = c.hidden_size;
-    const int64_t n = ch.n;
+    const int64_t n = ch.rows.count(); // this rank's rows (all of the chunk's unless split)
     const EngramWeights& w = weights_.layers[l].engram;
     prefetch_.wait(ch.job0 + e);
-    const float* emb = engram_rows_[e].data() + ch.row0 * cols * hd; // [n, cols * hd]
-    float* kv = engram_kv_.data();                                   // [n, (hc + 1) D]: hc keys, the value
+    if (n == 0) return;
+    const float* emb = engram_rows_[e].data() + (ch.row0 + ch.rows.begin) * cols * hd; // [n, cols * hd]
+    float* kv = engram_kv_.data(); // [n, (hc + 1) D]: hc keys, the value
     // TP: each rank's rows of wkv (its keys' and the value's columns), gathered: the one-process bits.
+    // (The TP group shares this rank's CP rank, hence its rows.)
     deepseek_v4::tp_linear(*backend_, tp_, emb, n, w.wkv, kv);
     const float eps = static_cast<float>(c.rms_norm_eps);
     for (int64_t t = 0; t < n; ++t) {
@@ -46,11 +48,29 @@ void DeepseekV41Model::engram(int64_t l, const Chunk& ch, float* h) {
     }
 }
 
-// Router (gate_temp, selection bias, weights s / (sum + 1e-20) * routed scale) + routed and shared experts.
+// Router (gate_temp, selection bias, weights s / (sum + 1e-20) * routed scale) + routed and shared experts,
+// on this rank's rows. With split rows and a MoE group that spans the CP group (EP on CP) on every row:
+// the input gathered first, this rank's rows of the output kept.
 void DeepseekV41Model::moe(int64_t l, const Chunk& ch, const float* x, float* out) {
+    if (ch.rows.split && moe_whole_rows_) {
+        const int64_t D = config_.hidden_size, b = ch.rows.begin, n = ch.rows.count();
+        std::vector<float> xa(ch.n * D), ya(ch.n * D); // [chunk rows, D]
+        std::copy_n(x, n * D, xa.data() + b * D);
+        gather_rows(ch.rows, {{xa.data(), D}});
+        Chunk whole = ch;
+        whole.rows = deepseek_v4::CpRows{false, ch.n, ch.n, 0, ch.n};
+        moe(l, whole, xa.data(), ya.data());
+        std::copy_n(ya.data() + b * D, n * D, out);
+        return;
+    }
     const ModelConfig& c = config_;
     const MoeWeights& w = weights_.layers[l].ffn;
-    const int64_t n = ch.n, E = c.n_routed_experts, K = c.num_experts_per_tok;
+    const int64_t n = ch.rows.count(), E = c.n_routed_experts, K = c.num_experts_per_tok;
+    const int64_t r0 = ch.row0 + ch.rows.begin; // this rank's first row in the batch
+    row_work_.moe += n;
+    // Without rows (split, none here) nothing runs, nor does any collective: the MoE group shares this
+    // rank's rows (moe_whole_rows_ covers the one that does not).
+    if (n == 0) return;
     std::vector<float> scores(n * E);
     backend_->linear(kernels::linear_args(x, n, w.gate, scores.data()));
     if (c.gate_temp != 1.0)
@@ -67,7 +87,7 @@ void DeepseekV41Model::moe(int64_t l, const Chunk& ch, const float* x, float* ou
     r.idx = idx.data();
     r.weights = wts.data();
     backend_->moe_routing(r);
-    if (probes_) std::copy(idx.begin(), idx.end(), probes_->router[l].begin() + ch.row0 * K);
+    if (probes_) std::copy(idx.begin(), idx.end(), probes_->router[l].begin() + r0 * K);
     if (moe_shard_.load) // EP statistics: each expert's rows counted by its owner
         for (int32_t e : idx)
             if (e >= moe_shard_.first && e < moe_shard_.last) moe_shard_.load->record(e);

@@ -49,6 +49,13 @@ DeepseekV41Model::DeepseekV41Model(std::unique_ptr<weights::Checkpoint> ckpt, Mo
     // The same expert, tensor and context parallelism as V4 (model/deepseek_v4/model.h bind_shard).
     deepseek_v4::bind_shard(shard_, config_.n_routed_experts, experts.first, experts.second, &ep_status_,
                             moe_shard_, tp_, cp_, expert_load_);
+    // The MoE group either has one CP rank (it is the ranks with this rank's CP coordinate: tp x ep of
+    // them, the same rows) or spans the CP group (EP on CP: tp x cp ranks, parallel/parallel_layout.cpp).
+    // A group of tp x cp ranks is taken as spanning: that is always so under EP on CP, and a layout with
+    // ep == cp that is not EP on CP then merely keeps its MoE on every row (exact, slower).
+    const int64_t tp_size = tp_.active() ? tp_.group->size() : 1;
+    moe_whole_rows_ = cp_.active() && moe_shard_.group && moe_shard_.group->size() > 1 &&
+                      moe_shard_.group->size() == tp_size * cp_.size();
 }
 
 Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::string& dir,
@@ -329,14 +336,18 @@ Status DeepseekV41Model::forward(const ForwardBatch& batch, float* logits) {
         ch.block_table = sc.block_table.data();
         ch.slot = &slot;
         ch.row0 = sc.token_offset;
+        // CP: a prompt chunk's rows divided over the group (the same decision on every rank: the chunk is
+        // the batch's); the row-wise work of run_chunk runs on this rank's rows only.
+        ch.rows = deepseek_v4::cp_rows(&cp_, ch.n);
+        if (ch.rows.split) ++row_work_.split_chunks;
         for (int64_t i = 0; i < ch.n; ++i) ch.pos.push_back(sc.start_pos + i);
         if (E > 0) {
-            hash_chunk(batch, ch);
-            const int64_t hd = c.engram.head_dim;
+            hash_chunk(batch, ch); // every row: the n-gram history runs through the whole chunk
+            const int64_t hd = c.engram.head_dim, r0 = ch.row0 + ch.rows.begin; // this rank's table rows
             for (int64_t e = 0; e < E; ++e) {
                 const int64_t job = prefetch_.add(
-                    weights_.engram_tables[e], hash_ids_.data() + (ch.row0 * E + e) * cols, ch.n, cols,
-                    E * cols, engram_rows_[e].data() + ch.row0 * cols * hd, !engram_gather_);
+                    weights_.engram_tables[e], hash_ids_.data() + (r0 * E + e) * cols, ch.rows.count(), cols,
+                    E * cols, engram_rows_[e].data() + r0 * cols * hd, !engram_gather_);
                 if (e == 0) ch.job0 = job;
             }
         }
@@ -410,21 +421,26 @@ Status DeepseekV41Model::configure_runtime(const RuntimeSpec& spec) {
     return {};
 }
 
+// The chunk's rows through every layer. With split rows (CP, a prompt chunk) this rank keeps the residual
+// streams of its rows only: the embedding, the mHC sites, Engram, the attention's row-wise projections and
+// output, and the MoE run on them, and the attention gathers what needs every row (attention.cpp); the
+// final hidden states are gathered at the end, so every rank holds the chunk's logits rows.
 void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
                                  std::vector<float>& final_hidden) {
     const ModelConfig& c = config_;
-    const int64_t n = ch.n, D = c.hidden_size, hc = c.hc_mult, L = c.num_hidden_layers;
+    const int64_t n = ch.rows.count(), D = c.hidden_size, hc = c.hc_mult, L = c.num_hidden_layers;
+    const int64_t r0 = ch.row0 + ch.rows.begin; // this rank's first row in the batch
     const int64_t mix_n = (2 + hc) * hc;
     const float eps = static_cast<float>(c.rms_norm_eps);
     kernels::Backend& be = *backend_;
 
-    std::vector<float> x(n * D); // [n, D]
+    std::vector<float> x(n * D); // [n, D] (n: this rank's rows)
     kernels::EmbeddingParams ep;
     ep.table = &weights_.embed;
-    ep.ids = batch.token_ids.data() + ch.row0;
+    ep.ids = batch.token_ids.data() + r0;
     ep.n = n;
     ep.out = x.data();
-    be.embedding(ep);
+    if (n > 0) be.embedding(ep);
     std::vector<float> h(n * hc * D); // [n, hc, D]
     for (int64_t t = 0; t < n; ++t)
         for (int64_t k = 0; k < hc; ++k) std::copy_n(x.data() + t * D, D, h.data() + (t * hc + k) * D);
@@ -436,24 +452,27 @@ void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
     Shared sh;
 
     // One mHC site: mixes of the current streams (post, comb, and the pre the NEXT site collapses with),
-    // then the sublayer on the streams collapsed with the previous site's pre.
+    // then the sublayer on the streams collapsed with the previous site's pre. The sublayer is entered
+    // even without rows of this rank (its collectives).
     auto site = [&](const HcWeights& hw, const std::vector<float>& norm_w, auto&& sublayer) {
-        be.rms_norm({h.data(), nullptr, n, hc * D, eps, flat.data()});
-        be.linear(kernels::linear_args(flat.data(), n, hw.fn, mix.data()));
-        kernels::HcPreParams pp;
-        pp.mix = mix.data();
-        pp.base = hw.base.data();
-        pp.scale = hw.scale.data();
-        pp.h = h.data();
-        pp.T = n;
-        pp.hc = hc;
-        pp.D = D;
-        pp.hc_eps = static_cast<float>(c.hc_eps);
-        pp.sinkhorn_iters = c.hc_sinkhorn_iters;
-        pp.post = post.data();
-        pp.comb = comb.data();
-        pp.x = scratch.data(); // collapsed with this site's own pre: unused in V4.1
-        be.hc_pre(pp);
+        if (n > 0) {
+            be.rms_norm({h.data(), nullptr, n, hc * D, eps, flat.data()});
+            be.linear(kernels::linear_args(flat.data(), n, hw.fn, mix.data()));
+            kernels::HcPreParams pp;
+            pp.mix = mix.data();
+            pp.base = hw.base.data();
+            pp.scale = hw.scale.data();
+            pp.h = h.data();
+            pp.T = n;
+            pp.hc = hc;
+            pp.D = D;
+            pp.hc_eps = static_cast<float>(c.hc_eps);
+            pp.sinkhorn_iters = c.hc_sinkhorn_iters;
+            pp.post = post.data();
+            pp.comb = comb.data();
+            pp.x = scratch.data(); // collapsed with this site's own pre: unused in V4.1
+            be.hc_pre(pp);
+        }
         for (int64_t t = 0; t < n; ++t)
             for (int64_t k = 0; k < hc; ++k) {
                 const float z = mix[t * mix_n + k] * hw.scale[0] + hw.base[k];
@@ -465,17 +484,19 @@ void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
                 for (int64_t k = 0; k < hc; ++k) s += pre_mix[t * hc + k] * h[(t * hc + k) * D + i];
                 x[t * D + i] = s;
             }
-        be.rms_norm({x.data(), norm_w.data(), n, D, eps, x.data()});
+        if (n > 0) be.rms_norm({x.data(), norm_w.data(), n, D, eps, x.data()});
         sublayer(x.data(), y.data());
-        kernels::HcPostParams hp;
-        hp.post = post.data();
-        hp.comb = comb.data();
-        hp.y = y.data();
-        hp.T = n;
-        hp.hc = hc;
-        hp.D = D;
-        hp.h = h.data();
-        be.hc_post(hp);
+        if (n > 0) {
+            kernels::HcPostParams hp;
+            hp.post = post.data();
+            hp.comb = comb.data();
+            hp.y = y.data();
+            hp.T = n;
+            hp.hc = hc;
+            hp.D = D;
+            hp.h = h.data();
+            be.hc_post(hp);
+        }
         pre_mix = next_pre;
     };
 
@@ -484,7 +505,8 @@ void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
         if (lw.has_engram) engram(l, ch, h.data());
         site(lw.hc_attn, lw.attn_norm, [&](const float* in, float* out) { attention(l, ch, in, out, sh); });
         site(lw.hc_ffn, lw.ffn_norm, [&](const float* in, float* out) { moe(l, ch, in, out); });
-        if (probes_) std::copy(h.begin(), h.end(), probes_->hidden[l].begin() + ch.row0 * hc * D);
+        // Split rows: this rank's rows only (the others stay 0).
+        if (probes_) std::copy(h.begin(), h.end(), probes_->hidden[l].begin() + r0 * hc * D);
     }
     // Final collapse with the last site's pre, then the norm.
     for (int64_t t = 0; t < n; ++t)
@@ -493,7 +515,8 @@ void DeepseekV41Model::run_chunk(const ForwardBatch& batch, const Chunk& ch,
             for (int64_t k = 0; k < hc; ++k) s += pre_mix[t * hc + k] * h[(t * hc + k) * D + i];
             x[t * D + i] = s;
         }
-    be.rms_norm({x.data(), weights_.norm.data(), n, D, eps, final_hidden.data() + ch.row0 * D});
+    if (n > 0) be.rms_norm({x.data(), weights_.norm.data(), n, D, eps, final_hidden.data() + r0 * D});
+    gather_rows(ch.rows, {{final_hidden.data() + ch.row0 * D, D}});
 }
 
 } // namespace deepinfer::model::deepseek_v41

@@ -14,7 +14,9 @@
 // open ratio-2 group and the Engram n-gram history. Prefix-cache hits (restore_slot_from_block) are not
 // supported yet: the n-gram history and the open group are not snapshotted into blocks.
 
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,7 +37,9 @@
 
 namespace deepinfer::model::deepseek_v41 {
 
-// What one forward computed, per layer, for comparison with the reference (rows follow token_ids).
+// What one forward computed, per layer, for comparison with the reference (rows follow token_ids). Under CP
+// with a chunk's rows divided over the group, hidden and router hold this rank's rows only (the others 0 and
+// -1); picks, candidate_blocks and hash_ids are whole.
 struct V41Probes {
     std::vector<std::vector<float>> hidden;   // [L][T, hc, D] streams after layer l
     std::vector<std::vector<int32_t>> router; // [L][T, K] expert indices, ascending
@@ -49,8 +53,10 @@ public:
     // Opens DIR (config.json, safetensors, engram_hash.safetensors) and binds every weight. With a shard
     // (V4's ShardSpec, docs/parallelism.md): only this rank's routed experts, split over `shard.moe`
     // exactly as V4 splits them (bit-identical slot all-reduce), and the LM head's vocabulary over
-    // `shard.tp` (gathered). Attention, Engram and the indexer run whole on every rank; with `shard.cp`
-    // (context parallelism) the attention reads only this rank's KV blocks, partials merged by LSE.
+    // `shard.tp` (gathered). With `shard.cp` (context parallelism) the attention reads only this rank's KV
+    // blocks, partials merged by LSE, and a prompt chunk's rows (>= kCpSplitMinRows) are divided over the
+    // CP group: each rank runs the row-wise work (mHC, Engram, projections, MoE) on its rows, gathering
+    // what the KV state machines and the attention need (docs/parallelism.md "CP on V4.1").
     static core::Result<std::unique_ptr<DeepseekV41Model>> load(const std::string& dir,
                                                                 const deepseek_v4::ShardSpec& shard = {});
 
@@ -80,6 +86,14 @@ public:
     // (the default) runs the plain quantizers.
     void set_quant_ties(QuantTieOverride* t) { ties_ = t; }
     const ModelConfig& config() const { return config_; }
+    // Token rows this rank ran through the row-wise work since load (tests: distributed prompt chunks,
+    // docs/parallelism.md "CP on V4.1"). attention: rows through a layer's attention projections (q, kv,
+    // compressor, indexer q / weights, wo_a / wo_b), summed over layers; moe: rows through a layer's router
+    // and experts; split_chunks: chunks whose rows were divided over the CP group.
+    struct RowWork {
+        int64_t attention = 0, moe = 0, split_chunks = 0;
+    };
+    const RowWork& row_work() const { return row_work_; }
     // Floats held in the window-row, compressed-entry and indexer-key pools (tests: CP stores about 1/cp).
     int64_t split_pool_floats() const {
         int64_t f = 0;
@@ -116,6 +130,8 @@ public:
         Slot* slot = nullptr;
         int64_t row0 = 0;  // first row in the batch
         int64_t job0 = -1; // the Engram gather job of its first Engram layer (EngramPrefetcher)
+        // CP: the chunk's rows [0, n) this rank runs the row-wise work on (all of them unless split).
+        deepseek_v4::CpRows rows;
     };
 
 private:
@@ -127,10 +143,25 @@ private:
     void hash_chunk(const ForwardBatch& batch, const Chunk& ch);
     void reserve_engram(int64_t tokens);
     void run_chunk(const ForwardBatch& batch, const Chunk& ch, std::vector<float>& final_hidden);
+    // The sublayers take and return this rank's rows of the chunk (ch.rows: all of them unless split):
+    // h [rows, hc, D], x and out [rows, D].
     void engram(int64_t l, const Chunk& ch, float* h);
     void attention(int64_t l, const Chunk& ch, const float* x, float* out, Shared& sh);
-    void indexer(int64_t l, const Chunk& ch, const float* x, const float* qr, Shared& sh);
+    // The indexer's query [rows, H_I, d_I] (rotated, fake-quantized) and head weights [rows, H_I] of this
+    // rank's rows; then the scoring and top-k over all the chunk's rows (q, hw [n, ...]).
+    void indexer_project(int64_t l, const Chunk& ch, const float* x, const float* qr, float* q, float* hw);
+    void indexer(int64_t l, const Chunk& ch, const float* q, const float* hw, Shared& sh);
     void moe(int64_t l, const Chunk& ch, const float* x, float* out);
+    // CP, split rows: every field [n, width] (rows of this rank written) gets every rank's rows, in one
+    // all-gather (context_parallel.cpp). Not split: nothing. Every rank calls it with the same fields.
+    struct RowField {
+        float* data;
+        int64_t width;
+    };
+    void gather_rows(const deepseek_v4::CpRows& rows, std::span<const RowField> fields);
+    void gather_rows(const deepseek_v4::CpRows& rows, std::initializer_list<RowField> fields) {
+        gather_rows(rows, std::span<const RowField>(fields.begin(), fields.size()));
+    }
 
     std::unique_ptr<weights::Checkpoint> ckpt_;
     ModelConfig config_;
@@ -150,7 +181,11 @@ private:
     // window rows and compressed entries stored per owner (context_parallel.cpp).
     deepseek_v4::CpShard cp_;
     std::vector<std::pair<int32_t, int32_t>> pending_copies_; // CP: block copies for the next forward
-    int64_t split_blocks() const;                             // blocks of pools_.raw / comp / keys
+    // CP with split rows: the MoE still runs every row when its group spans CP ranks (EP on CP: the slot
+    // all-reduce sums every rank's experts over the same tokens), its input gathered first.
+    bool moe_whole_rows_ = false;
+    RowWork row_work_;
+    int64_t split_blocks() const; // blocks of pools_.raw / comp / keys
     void local_block_table(const Chunk& ch, int64_t n_blocks, std::vector<int32_t>& out) const;
     int64_t split_block_floats() const;
     void copy_split_block(int32_t src, int32_t dst, bool pack, float* buf);
