@@ -224,6 +224,7 @@ FakeBackend::FakeBackend(FakeBackendConfig config) : config_(config), impl_(std:
 FakeBackend::~FakeBackend() = default;
 
 core::Result<std::vector<int32_t>> FakeBackend::tokenize(std::string_view text) const {
+    if (config_.tokenize_started) config_.tokenize_started->fetch_add(1);
     if (config_.tokenizer) {
         std::vector<int32_t> ids = config_.tokenizer->encode(text);
         for (int32_t& id : ids) id %= 256;

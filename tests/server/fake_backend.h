@@ -24,6 +24,8 @@ struct FakeBackendConfig {
     // Set: tokenize() runs this real tokenizer (ids folded into the fake vocabulary), for tests of what
     // tokenizing a huge prompt costs.
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+    // Set: counts the tokenize() calls that have started (a test waits for the work to be under way).
+    std::atomic<int>* tokenize_started = nullptr;
 };
 
 class FakeBackend : public Backend {
