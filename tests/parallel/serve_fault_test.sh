@@ -61,7 +61,7 @@ start_job "$mpirun" "$@" -- \
 
 for _ in $(seq 1 600); do [ -s "$dir/port" ] && break; sleep 0.1; done
 [ -s "$dir/port" ] || { echo "FAIL: serve did not start"; cat "$dir/log"; exit 1; }
-if ! find_ranks 1; then echo "FAIL: the ranks were not found"; cat "$dir/log"; exit 1; fi
+if ! find_ranks 100; then echo "FAIL: the ranks were not found"; cat "$dir/log"; exit 1; fi
 name=$(basename "$model")
 for i in $(seq 1 "$clients"); do
     timeout -s KILL 100 python3 "$dir/stream.py" "$dir/port" "$name" "$i" >"$dir/client.$i" 2>&1 &
