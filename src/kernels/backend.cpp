@@ -30,6 +30,19 @@ void Backend::linear(const MatmulArgs& a, OpKind kind) {
     run_linear(a);
 }
 
+void Backend::linear_multi(std::span<const MatmulArgs> args, OpKind kind) {
+    double bytes = 0, flops = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const MatmulArgs& a = args[i];
+        const int64_t rows = a.row_end - a.row_begin, cols = a.w->cols;
+        const bool shared_x = i > 0 && a.x == args[i - 1].x; // activations read once for the set
+        bytes += weight_bytes(*a.w, rows) + kF * a.n * ((shared_x ? 0 : cols) + rows);
+        flops += 2.0 * static_cast<double>(a.n) * rows * cols;
+    }
+    OpTimer t(prof_, kind, bytes, flops);
+    run_linear_multi(args);
+}
+
 void Backend::rms_norm(const RmsNormParams& p) {
     OpTimer t(prof_, OpKind::kRmsNorm, 2 * kF * p.n * p.d, 4.0 * p.n * p.d);
     run_rms_norm(p);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "kernels/ops.h"
 #include "kernels/params.h"
@@ -41,6 +42,9 @@ public:
     void embedding(const EmbeddingParams& p);
     // y = x W^T over a row range (kind = kLmHead for the vocabulary projection).
     void linear(const MatmulArgs& a, OpKind kind = OpKind::kLinear);
+    // Several linears at once (kernels::matmul_multi's contract: same token count, pool and numerics; at
+    // most kMaxMultiMatmuls), results as from linear() on each. Counted as one call of `kind`.
+    void linear_multi(std::span<const MatmulArgs> args, OpKind kind = OpKind::kLinear);
     void rms_norm(const RmsNormParams& p);
     void rope(const RopeParams& p);
     void hc_pre(const HcPreParams& p);
@@ -56,6 +60,10 @@ public:
 protected:
     virtual void run_embedding(const EmbeddingParams& p) = 0;
     virtual void run_linear(const MatmulArgs& a) = 0;
+    // Default: run_linear on each (a backend that can do better overrides it).
+    virtual void run_linear_multi(std::span<const MatmulArgs> args) {
+        for (const MatmulArgs& a : args) run_linear(a);
+    }
     virtual void run_rms_norm(const RmsNormParams& p) = 0;
     virtual void run_rope(const RopeParams& p) = 0;
     virtual void run_hc_pre(const HcPreParams& p) = 0;

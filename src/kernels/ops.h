@@ -7,6 +7,7 @@
 // inside the op, never expanded ahead of time.
 
 #include <cstdint>
+#include <span>
 
 #include "core/weight.h"
 
@@ -39,6 +40,12 @@ struct MatmulArgs {
 // Plain Linear: y [n, w.rows] = x [n, w.cols] W^T.
 MatmulArgs linear_args(const float* x, int64_t n, const core::Weight& w, float* y);
 
+// matmul_multi: up to kMaxMultiMatmuls matmuls with the same token count, pool and numerics (activations,
+// weights, row ranges and outputs free; no output may overlap another entry's input). The result is
+// exactly that of matmul on each entry in turn; the CPU version runs them as one parallel loop, preparing
+// each distinct activation matrix once (docs/kernels.md, "Several weights in one loop").
+constexpr int kMaxMultiMatmuls = 8;
+
 namespace ref {
 void matmul(const MatmulArgs& a);
 // out [w.cols] = W[r, :] in F32.
@@ -65,6 +72,7 @@ namespace cpu {
 // Same contract as ref::matmul, FP32 accumulation, on the ISA picked at run time (kernels/cpu/linear.h:
 // AVX-512, AVX2 or portable C++; DEEPINFER_ISA forces one). Output rows are split over a.pool.
 void matmul(const MatmulArgs& a);
+void matmul_multi(std::span<const MatmulArgs> args);
 } // namespace cpu
 
 // Scalar activations, as torch defines them.
@@ -74,6 +82,9 @@ float silu(float x);
 
 inline void matmul(const MatmulArgs& a) {
     cpu::matmul(a);
+}
+inline void matmul_multi(std::span<const MatmulArgs> args) {
+    cpu::matmul_multi(args);
 }
 inline void linear(const float* x, int64_t n, const core::Weight& w, float* y) {
     cpu::matmul(linear_args(x, n, w, y));

@@ -225,6 +225,75 @@ TEST_P(LinearHarness, FastNumerics) {
         for (int64_t n : s.tokens) check_case(fc, s.rows, s.cols, n, &pool, &rng, Numerics::kFast);
 }
 
+// matmul_multi: several weights over shared and distinct activations give, bit for bit, what one matmul
+// each gives, on every ISA and both numerics (the fused GEMV where the format has one, the loop of calls
+// elsewhere); rows of every weight are written (a sentinel shows any row a chunk mapping skipped) and none
+// past them.
+TEST_P(LinearHarness, MultiMatchesOneCallEach) {
+    const FormatCase& fc = GetParam();
+    core::ThreadPool pool(2);
+    std::mt19937 rng(14);
+    const int64_t cols = 256, ldx = cols + 3;
+    struct Part {
+        int64_t rows, r0, r1;
+    };
+    const std::vector<Part> parts = {{300, 0, 300}, {37, 5, 37}, {8, 0, 8}, {256, 128, 256}, {520, 4, 517}};
+    std::vector<StoredWeight> ws;
+    for (const Part& p : parts)
+        ws.push_back(random_weight(fc.format, p.rows, cols, fc.br, fc.bc, &rng, fc.lo_scale, fc.hi_scale));
+    // One more of another format: a set that mixes formats runs one call each.
+    const F other = fc.format == F::kBF16 ? F::kF32 : F::kBF16;
+    const StoredWeight mixed = random_weight(other, 64, cols, 1, 1, &rng);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (Numerics num : {Numerics::kExact, Numerics::kFast}) {
+        for (int64_t n : {1, 2, 5, 17}) {
+            for (bool mix : {false, true}) {
+                SCOPED_TRACE(fc.name + " n=" + std::to_string(n) + " " + cpu::numerics_name(num) +
+                             (mix ? " mixed" : ""));
+                // Entries 0-2 read x, 3 reads x2 (another stride), 4 reads x again.
+                std::vector<float> x(n * ldx), x2(n * (ldx + 32));
+                for (float& v : x) v = nd(rng);
+                for (float& v : x2) v = nd(rng);
+                std::vector<MatmulArgs> args;
+                for (size_t i = 0; i < parts.size(); ++i) {
+                    const bool second = i == 3;
+                    args.push_back({second ? x2.data() + 7 : x.data(), n, second ? ldx + 32 : ldx, &ws[i].w,
+                                    parts[i].r0, parts[i].r1, nullptr, parts[i].r1 - parts[i].r0 + 2, &pool,
+                                    num});
+                }
+                if (mix) args.push_back({x.data(), n, ldx, &mixed.w, 3, 64, nullptr, 63, &pool, num});
+                for (Isa isa : isas()) {
+                    std::vector<std::vector<float>> want(args.size()), got(args.size());
+                    for (size_t i = 0; i < args.size(); ++i) {
+                        want[i].assign(n * args[i].ldy, -7.0f);
+                        got[i].assign(n * args[i].ldy, -7.0f);
+                        MatmulArgs a = args[i];
+                        a.y = want[i].data();
+                        cpu::matmul_isa(a, isa);
+                        args[i].y = got[i].data();
+                    }
+                    cpu::matmul_multi_isa(args, isa);
+                    for (size_t i = 0; i < args.size(); ++i) {
+                        const int64_t out = args[i].row_end - args[i].row_begin;
+                        int64_t differ = 0, unwritten = 0;
+                        for (int64_t t = 0; t < n; ++t)
+                            for (int64_t r = 0; r < out; ++r) {
+                                const float g = got[i][t * args[i].ldy + r];
+                                unwritten += g == -7.0f;
+                                differ += std::memcmp(&g, &want[i][t * args[i].ldy + r], sizeof g) != 0;
+                            }
+                        EXPECT_EQ(differ, 0) << cpu::isa_name(isa) << " weight " << i;
+                        EXPECT_EQ(unwritten, 0) << cpu::isa_name(isa) << " weight " << i;
+                        for (int64_t t = 0; t < n; ++t)
+                            for (int64_t r = out; r < args[i].ldy; ++r)
+                                EXPECT_EQ(got[i][t * args[i].ldy + r], -7.0f) << "past the row range";
+                    }
+                }
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, LinearHarness, ::testing::ValuesIn(formats()),
                          [](const auto& param_info) { return param_info.param.name; });
 

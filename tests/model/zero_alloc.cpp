@@ -86,6 +86,11 @@ protected:
         CpuBackend::run_linear(a);
         g_in_linear = false;
     }
+    void run_linear_multi(std::span<const kernels::MatmulArgs> args) override {
+        g_in_linear = true;
+        CpuBackend::run_linear_multi(args);
+        g_in_linear = false;
+    }
 };
 
 struct Counts {

@@ -4,8 +4,10 @@
 #include "kernels/cpu/backend.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 
+#include "core/check.h"
 #include "core/thread_pool.h"
 #include "kernels/ref/ops_ref.h"
 
@@ -53,6 +55,16 @@ void CpuBackend::run_embedding(const EmbeddingParams& p) {
 void CpuBackend::run_linear(const MatmulArgs& a) {
     // A pool in the arguments wins: moe_experts runs some matmuls on one thread (a 1-thread pool).
     linear_on(a, a.pool != nullptr ? a.pool : pool_);
+}
+
+void CpuBackend::run_linear_multi(std::span<const MatmulArgs> args) {
+    DI_CHECK(args.size() <= static_cast<size_t>(kMaxMultiMatmuls));
+    std::array<MatmulArgs, kMaxMultiMatmuls> on; // the backend's pool where the arguments name none
+    for (size_t i = 0; i < args.size(); ++i) {
+        on[i] = args[i];
+        if (on[i].pool == nullptr) on[i].pool = pool_;
+    }
+    kernels::matmul_multi(std::span<const MatmulArgs>(on.data(), args.size()));
 }
 
 void CpuBackend::run_rms_norm(const RmsNormParams& p) {

@@ -18,6 +18,7 @@ public:
 protected:
     void run_embedding(const EmbeddingParams& p) override;
     void run_linear(const MatmulArgs& a) override;
+    void run_linear_multi(std::span<const MatmulArgs> args) override;
     void run_rms_norm(const RmsNormParams& p) override;
     void run_rope(const RopeParams& p) override;
     void run_hc_pre(const HcPreParams& p) override;

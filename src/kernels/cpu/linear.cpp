@@ -5,6 +5,7 @@
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -70,6 +71,12 @@ bool gemv_fits(const MatmulArgs& a, int kw) {
     return false;
 }
 
+// The 4-row groups per chunk are a multiple of this: whole FP8 row blocks where the weight has them (its
+// scales are folded into the activations once per block and chunk).
+int64_t row_group_align(const core::Weight& w) {
+    return w.format == core::WeightFormat::kFp8Block && w.block_rows % 4 == 0 ? w.block_rows / 4 : 8;
+}
+
 // GEMV row groups (4 rows each) handed out in chunks from a shared counter instead of one fixed half per
 // thread: the caller starts at once while the worker is still waking from its condition variable, and a
 // slower or descheduled vCPU takes fewer chunks, so both cores stream until the call's last row. About 8
@@ -83,9 +90,7 @@ void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, in
         return;
     }
     const int64_t threads = pool->num_threads();
-    const core::Weight& w = *a.w;
-    const int64_t align =
-        w.format == core::WeightFormat::kFp8Block && w.block_rows % 4 == 0 ? w.block_rows / 4 : 8;
+    const int64_t align = row_group_align(*a.w);
     int64_t chunk = (groups + 8 * threads - 1) / (8 * threads);
     chunk = std::max(align, (chunk + align - 1) / align * align);
     std::atomic<int64_t> next{0};
@@ -95,6 +100,48 @@ void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, in
             fn(b, std::min(b + chunk, groups));
     };
     pool->parallel_for(threads, std::ref(run)); // std::ref: the std::function holds a pointer, no allocation
+}
+
+// for_row_groups over several matmuls at once (matmul_multi): one parallel loop instead of one per weight,
+// so the pool is handed work once, the threads meet once at the end instead of after every weight (the
+// tail where one core waits), and a thread that finishes one weight's chunk goes straight on to the next
+// weight's. Each weight is cut into chunks as for_row_groups cuts one weight (whole `row_group_align`
+// multiples; the chunk size from all the weights' groups together), the chunks of all the weights handed
+// out in order from one shared counter. fn(i, b, e): groups [b, e) of args[i]. Every row is computed by
+// the same tile code as in a matmul of its own, so the results do not depend on the grouping.
+template <class Fn>
+void for_row_groups_multi(std::span<const MatmulArgs> args, core::ThreadPool* pool, bool serial,
+                          const Fn& fn) {
+    const int count = static_cast<int>(args.size());
+    std::array<int64_t, kMaxMultiMatmuls> groups{}, chunk{}, first{}; // first: weight i's first chunk index
+    int64_t total = 0;
+    for (int i = 0; i < count; ++i) {
+        groups[i] = (args[i].row_end - args[i].row_begin + 3) / 4;
+        total += groups[i];
+    }
+    if (serial) {
+        for (int i = 0; i < count; ++i) fn(i, int64_t{0}, groups[i]);
+        return;
+    }
+    const int64_t threads = pool->num_threads(), base = (total + 8 * threads - 1) / (8 * threads);
+    int64_t items = 0;
+    for (int i = 0; i < count; ++i) {
+        const int64_t align = row_group_align(*args[i].w);
+        chunk[i] = std::max(align, (base + align - 1) / align * align);
+        first[i] = items;
+        items += (groups[i] + chunk[i] - 1) / chunk[i];
+    }
+    std::atomic<int64_t> next{0};
+    auto run = [&](int64_t, int64_t) {
+        int i = 0; // chunk indices only grow on a thread, so the weight index does too
+        for (int64_t k = next.fetch_add(1, std::memory_order_relaxed); k < items;
+             k = next.fetch_add(1, std::memory_order_relaxed)) {
+            while (i + 1 < count && first[i + 1] <= k) ++i;
+            const int64_t b = (k - first[i]) * chunk[i];
+            fn(i, b, std::min(b + chunk[i], groups[i]));
+        }
+    };
+    pool->parallel_for(threads, std::ref(run));
 }
 
 // Per-thread scratch, grown on first use and kept (a steady-state step allocates nothing).
@@ -313,6 +360,86 @@ void gemm_f32(const MatmulArgs& a, const detail::KernelTable& k, core::ThreadPoo
     serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, std::ref(body));
 }
 
+// matmul_multi's fused paths. Which path matmul_isa takes for `a` when that path is a GEMV whose activation
+// preparation one call can share (decode token counts; the GEMMs and the int8 GEMV keep their own calls).
+enum class MultiPath { kNone, kGemvF32, kGemvBf16 };
+
+MultiPath multi_path(const MatmulArgs& a, Isa isa, const detail::KernelTable& k) {
+    if (isa == Isa::kRef || a.n > kGemvMaxTokens || a.row_end == a.row_begin) return MultiPath::kNone;
+    if (fast_fp8_int8_fits(a, isa)) return MultiPath::kNone;
+    if (fast_bf16_fits(a, isa)) return MultiPath::kGemvBf16;
+    if (fast_fits(a, isa)) return MultiPath::kNone;
+    return k.fits(a) ? MultiPath::kGemvF32 : MultiPath::kNone;
+}
+
+// Whether entry i reads the same activations as entry i - 1 (its prepared copy can be reused).
+bool same_x_as_previous(std::span<const MatmulArgs> args, size_t i) {
+    return i > 0 && args[i].x == args[i - 1].x && args[i].ldx == args[i - 1].ldx;
+}
+
+// Floats per entry of the prepared-activation scratch: [n, cols], rounded up to whole 64-byte lines.
+int64_t prep_stride(int64_t n, int64_t cols) {
+    return (n * cols + 15) / 16 * 16;
+}
+
+// The exact GEMV of several weights of one format and width: each distinct activation matrix prepared once
+// (prep depends on x, the format, the width and, for FP4, the group size), then one loop over all their
+// row groups.
+void multi_gemv_f32(std::span<const MatmulArgs> args, const detail::KernelTable& k, core::ThreadPool* pool,
+                    bool serial) {
+    const MatmulArgs& a0 = args[0];
+    const int64_t stride = prep_stride(a0.n, a0.w->cols);
+    std::vector<float>& buf = scratch(0);
+    if (buf.size() < static_cast<size_t>(stride) * args.size())
+        buf.resize(static_cast<size_t>(stride) * args.size());
+    std::array<const float*, kMaxMultiMatmuls> xprep{};
+    for (size_t i = 0; i < args.size(); ++i) {
+        float* dst = buf.data() + static_cast<int64_t>(i) * stride;
+        xprep[i] = same_x_as_previous(args, i) ? xprep[i - 1] : k.prep(args[i], dst) ? dst : nullptr;
+    }
+    const auto need = static_cast<size_t>(a0.n * a0.w->cols);
+    auto body = [&](int i, int64_t b, int64_t e) {
+        const MatmulArgs& a = args[static_cast<size_t>(i)];
+        std::vector<float>& fold = scratch(2);
+        if (fold.size() < need) fold.resize(need);
+        const bool ok = k.gemv(a, b * 4, std::min(e * 4, a.row_end - a.row_begin),
+                               xprep[static_cast<size_t>(i)], fold.data());
+        DI_CHECK(ok) << "GEMV refused a layout the table's fits accepted";
+    };
+    for_row_groups_multi(args, pool, serial, body);
+}
+
+// kFast: the BF16 GEMV (vdpbf16ps) of several BF16 or FP8-block weights of one format and width, each
+// distinct activation matrix converted to BF16 once (BF16 weights; FP8 folds its scales per chunk).
+void multi_gemv_bf16(std::span<const MatmulArgs> args, core::ThreadPool* pool, bool serial) {
+    static const detail::Bf16Table k = detail::avx512_bf16_table();
+    const MatmulArgs& a0 = args[0];
+    const auto need = static_cast<size_t>((a0.n * a0.w->cols + 1) / 2);
+    const int64_t stride = prep_stride(a0.n, a0.w->cols); // floats: room for twice the BF16 needed
+    std::vector<float>& buf = scratch(3);
+    if (buf.size() < static_cast<size_t>(stride) * args.size())
+        buf.resize(static_cast<size_t>(stride) * args.size());
+    std::array<uint16_t*, kMaxMultiMatmuls> xb{};
+    for (size_t i = 0; i < args.size(); ++i) {
+        xb[i] = same_x_as_previous(args, i)
+                    ? xb[i - 1]
+                    : reinterpret_cast<uint16_t*>(buf.data() + static_cast<int64_t>(i) * stride);
+        if (!same_x_as_previous(args, i) && a0.w->format == core::WeightFormat::kBF16)
+            k.convert(args[i], xb[i]);
+    }
+    auto body = [&](int i, int64_t b, int64_t e) {
+        const MatmulArgs& a = args[static_cast<size_t>(i)];
+        uint16_t* fold = nullptr;
+        if (a.w->format == core::WeightFormat::kFp8Block) {
+            std::vector<float>& f = scratch(2);
+            if (f.size() < need) f.resize(need);
+            fold = reinterpret_cast<uint16_t*>(f.data());
+        }
+        k.gemv(a, b * 4, std::min(e * 4, a.row_end - a.row_begin), xb[static_cast<size_t>(i)], fold);
+    };
+    for_row_groups_multi(args, pool, serial, body);
+}
+
 } // namespace
 
 const char* isa_name(Isa isa) {
@@ -441,6 +568,50 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         else
             gemm_f32(c, k, pool, serial);
     }
+}
+
+void matmul_multi(std::span<const MatmulArgs> args) {
+    matmul_multi_isa(args, active_isa());
+}
+
+void matmul_multi_isa(std::span<const MatmulArgs> args, Isa isa) {
+    DI_CHECK(args.size() <= static_cast<size_t>(kMaxMultiMatmuls))
+        << "matmul_multi: " << args.size() << " matmuls, at most " << kMaxMultiMatmuls;
+    if (args.empty()) return;
+    const MatmulArgs& a0 = args[0];
+    for (const MatmulArgs& a : args) {
+        DI_CHECK(a.w != nullptr);
+        DI_CHECK(a.n == a0.n && a.pool == a0.pool && a.numerics == a0.numerics)
+            << "matmul_multi: every matmul must have the same token count, pool and numerics";
+        DI_CHECK(a.row_begin >= 0 && a.row_begin <= a.row_end && a.row_end <= a.w->rows);
+        DI_CHECK(a.ldx >= a.w->cols && a.ldy >= a.row_end - a.row_begin);
+    }
+    DI_CHECK(isa_supported(isa)) << "ISA " << isa_name(isa) << " is not supported by this CPU";
+    // Fused when every matmul takes the same GEMV over weights of one format, width and group size (the
+    // activations prepared the same way for all); otherwise one call each.
+    MultiPath path = MultiPath::kNone;
+    if (args.size() > 1 && a0.n > 0 && isa != Isa::kRef) {
+        const detail::KernelTable& k = table(isa);
+        path = multi_path(a0, isa, k);
+        for (const MatmulArgs& a : args.subspan(1)) {
+            if (path == MultiPath::kNone) break;
+            if (multi_path(a, isa, k) != path || a.w->format != a0.w->format || a.w->cols != a0.w->cols ||
+                a.w->block_cols != a0.w->block_cols)
+                path = MultiPath::kNone;
+        }
+    }
+    if (path == MultiPath::kNone) {
+        for (const MatmulArgs& a : args) matmul_isa(a, isa);
+        return;
+    }
+    core::ThreadPool* pool = a0.pool != nullptr ? a0.pool : &core::ThreadPool::global();
+    int64_t work = 0;
+    for (const MatmulArgs& a : args) work += (a.row_end - a.row_begin) * a.n * a.w->cols;
+    const bool serial = work < (1 << 16) || pool->num_threads() == 1;
+    if (path == MultiPath::kGemvBf16)
+        multi_gemv_bf16(args, pool, serial);
+    else
+        multi_gemv_f32(args, table(isa), pool, serial);
 }
 
 void set_default_numerics(Numerics numerics) {

@@ -5,6 +5,7 @@
 // use) or set_active_isa() picks another. See docs/kernels.md.
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "kernels/ops.h"
@@ -33,6 +34,8 @@ void set_active_isa(Isa isa); // must be supported (checked)
 
 // matmul on one given ISA, whatever is active (the kernel harness compares every ISA compiled in).
 void matmul_isa(const MatmulArgs& a, Isa isa);
+// matmul_multi (ops.h) on one given ISA.
+void matmul_multi_isa(std::span<const MatmulArgs> args, Isa isa);
 
 // Process default for MatmulArgs::numerics == kDefault (kExact until set; the cli sets it once at
 // start-up, e.g. from DEEPINFER_NUMERICS=exact|fast). Setting kDefault restores kExact.

@@ -98,52 +98,65 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
     float* qr = ws.take<float>(T * ql); // [T, q_lora] (own rows only)
     float* q = take_rows(H * d);        // [T, H, d] this rank's heads
     float* kv = take_rows(d);           // [T, d]
+    // Compressor projections [T, coff * width] (gate without position bias).
+    float *ckv = nullptr, *cgate = nullptr, *ikv = nullptr, *igate = nullptr, *iq = nullptr, *iw = nullptr;
+    if (w.has_compressor) {
+        const int64_t cwidth = w.compressor.coff * w.compressor.width;
+        ckv = take_rows(cwidth);
+        cgate = take_rows(cwidth);
+    }
+    const int64_t HI = c.index_n_heads, dI = c.index_head_dim, topk = c.index_topk;
+    int32_t* picks = nullptr;
+    if (w.has_indexer) {
+        ikv = take_rows(2 * dI);
+        igate = take_rows(2 * dI);
+        iq = take_rows(HI * dI);            // [T, H_I, d_I]
+        iw = take_rows(HI);                 // [T, H_I]
+        picks = ws.take<int32_t>(T * topk); // [T, topk]
+        std::fill_n(picks, T * topk, -1);
+    }
     if (nr > 0) {
-        be.linear(linear_args(xr, nr, w.wq_a, qr + r0 * ql));
+        // Every projection that reads x, then the two that read the normalized q_lora rows, each set as one
+        // linear_multi: one loop of the pool over all their weights instead of one per weight (decode streams
+        // 2-7 weights of 16 KiB-4 MiB here; docs/kernels.md "Several weights in one loop").
+        std::array<kernels::MatmulArgs, 7> px;
+        size_t npx = 0;
+        px[npx++] = linear_args(xr, nr, w.wq_a, qr + r0 * ql);
+        px[npx++] = linear_args(xr, nr, w.wkv, kv + r0 * d);
+        if (w.has_compressor) {
+            const CompressorWeights& cw = w.compressor;
+            const int64_t cwidth = cw.coff * cw.width;
+            px[npx++] = linear_args(xr, nr, cw.wkv, ckv + r0 * cwidth);
+            px[npx++] = linear_args(xr, nr, cw.wgate, cgate + r0 * cwidth);
+        }
+        if (w.has_indexer) {
+            const CompressorWeights& cw = w.indexer.compressor;
+            px[npx++] = linear_args(xr, nr, cw.wkv, ikv + r0 * 2 * dI);
+            px[npx++] = linear_args(xr, nr, cw.wgate, igate + r0 * 2 * dI);
+            px[npx++] = linear_args(xr, nr, w.indexer.weights_proj, iw + r0 * HI);
+        }
+        be.linear_multi(std::span<const kernels::MatmulArgs>(px.data(), npx));
         be.rms_norm({qr + r0 * ql, w.q_norm.data(), nr, ql, eps, qr + r0 * ql});
         kernels::MatmulArgs qa = linear_args(qr + r0 * ql, nr, w.wq_b, q + r0 * H * d);
         qa.row_begin = h0 * d;
         qa.row_end = (h0 + H) * d;
         qa.ldy = H * d;
-        be.linear(qa);
+        if (w.has_indexer) {
+            const std::array<kernels::MatmulArgs, 2> qb = {
+                qa, linear_args(qr + r0 * ql, nr, w.indexer.wq_b, iq + r0 * HI * dI)};
+            be.linear_multi(qb);
+        } else {
+            be.linear(qa);
+        }
         be.rms_norm({q + r0 * H * d, nullptr, nr * H, d, eps, q + r0 * H * d});
-        be.linear(linear_args(xr, nr, w.wkv, kv + r0 * d));
         be.rms_norm({kv + r0 * d, w.kv_norm.data(), nr, d, eps, kv + r0 * d});
         be.rope(rope_params(*ctx.rope, q + r0 * H * d, nr, H, d, pr, false));
         be.rope(rope_params(*ctx.rope, kv + r0 * d, nr, 1, d, pr, false));
-    }
-
-    // Compressor projections [T, coff * width] (gate without position bias).
-    float *ckv = nullptr, *cgate = nullptr, *ikv = nullptr, *igate = nullptr, *iq = nullptr, *iw = nullptr;
-    if (w.has_compressor) {
-        const CompressorWeights& cw = w.compressor;
-        const int64_t cwidth = cw.coff * cw.width;
-        ckv = take_rows(cwidth);
-        cgate = take_rows(cwidth);
-        if (nr > 0) {
-            be.linear(linear_args(xr, nr, cw.wkv, ckv + r0 * cwidth));
-            be.linear(linear_args(xr, nr, cw.wgate, cgate + r0 * cwidth));
-        }
-    }
-    const int64_t HI = c.index_n_heads, dI = c.index_head_dim, topk = c.index_topk;
-    int32_t* picks = nullptr;
-    if (w.has_indexer) {
-        const CompressorWeights& cw = w.indexer.compressor;
-        ikv = take_rows(2 * dI);
-        igate = take_rows(2 * dI);
-        iq = take_rows(HI * dI); // [T, H_I, d_I]
-        iw = take_rows(HI);      // [T, H_I]
-        if (nr > 0) {
-            be.linear(linear_args(xr, nr, cw.wkv, ikv + r0 * 2 * dI));
-            be.linear(linear_args(xr, nr, cw.wgate, igate + r0 * 2 * dI));
-            be.linear(linear_args(qr + r0 * ql, nr, w.indexer.wq_b, iq + r0 * HI * dI));
+        if (w.has_indexer) {
             be.rope(rope_params(*ctx.compress_rope, iq + r0 * HI * dI, nr, HI, dI, pr, false));
-            be.linear(linear_args(xr, nr, w.indexer.weights_proj, iw + r0 * HI));
             const float wscale = 1.0f / std::sqrt(static_cast<float>(HI));
             for (int64_t i = r0 * HI; i < (r0 + nr) * HI; ++i) iw[i] *= wscale;
         }
-        picks = ws.take<int32_t>(T * topk); // [T, topk]
-        std::fill_n(picks, T * topk, -1);
     }
     // Every rank whenever the rows are split (a collective; the same fields on every rank of the group).
     if (cp) cp_gather_rows(be, *cp, rows, std::span<const CpRowField>(gathered.data(), n_gathered));
@@ -266,17 +279,25 @@ void attention_forward(const AttentionContext& ctx, const ForwardBatch& batch, c
         }
         float* z = ws.take<float>(nr * G * R);                      // [nr, G * R]
         float* zl = groups_split ? ws.take<float>(nr * Gl * R) : z; // [nr, Gl * R] this rank's groups
-        for (int64_t g = 0; g < Gl; ++g) {
-            kernels::MatmulArgs a;
-            a.x = o_in + g * gw;
-            a.n = nr;
-            a.ldx = o_ld;
-            a.w = &w.wo_a;
-            a.row_begin = (g0 + g) * R;
-            a.row_end = (g0 + g + 1) * R;
-            a.y = zl + g * R;
-            a.ldy = Gl * R;
-            be.linear(a);
+        // The groups' matmuls (each its own heads through its own rows of wo_a) as one linear_multi per up
+        // to kMaxMultiMatmuls groups.
+        std::array<kernels::MatmulArgs, kernels::kMaxMultiMatmuls> ga;
+        for (int64_t g0b = 0; g0b < Gl; g0b += kernels::kMaxMultiMatmuls) {
+            const int64_t gn = std::min<int64_t>(Gl - g0b, kernels::kMaxMultiMatmuls);
+            for (int64_t j = 0; j < gn; ++j) {
+                const int64_t g = g0b + j;
+                kernels::MatmulArgs& a = ga[static_cast<size_t>(j)];
+                a = kernels::MatmulArgs{};
+                a.x = o_in + g * gw;
+                a.n = nr;
+                a.ldx = o_ld;
+                a.w = &w.wo_a;
+                a.row_begin = (g0 + g) * R;
+                a.row_end = (g0 + g + 1) * R;
+                a.y = zl + g * R;
+                a.ldy = Gl * R;
+            }
+            be.linear_multi(std::span<const kernels::MatmulArgs>(ga.data(), static_cast<size_t>(gn)));
         }
         if (groups_split) tp_gather_columns(be, *tp, zl, nr, Gl * R, Gl * R, z, G * R);
         if (tp)

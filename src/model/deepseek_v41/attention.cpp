@@ -4,6 +4,7 @@
 // (DeepseekV41Attention, DeepseekV41Compressor, DeepseekV41Indexer, select_candidate_blocks) is the spec.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -84,7 +85,17 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
     std::vector<float> ihw(has_indexer ? n * HI : 0);           // [n, H_I] indexer head weights
     if (nr > 0) {
         std::vector<float> qr(nr * c.q_lora_rank); // [nr, q_lora]
-        be.linear(kernels::linear_args(x, nr, w.wq_a, qr.data()));
+        float* my_kv = kv.data() + b * d;
+        // The projections of x as one linear_multi (one loop of the pool over their weights).
+        std::array<kernels::MatmulArgs, 4> px;
+        size_t npx = 0;
+        px[npx++] = kernels::linear_args(x, nr, w.wq_a, qr.data());
+        px[npx++] = kernels::linear_args(x, nr, w.wkv, my_kv);
+        if (has_compressor) {
+            px[npx++] = kernels::linear_args(x, nr, w.compressor.wkv, ckv.data() + b * d);
+            if (m > 1) px[npx++] = kernels::linear_args(x, nr, w.compressor.wgate, cg.data() + b * d);
+        }
+        be.linear_multi(std::span<const kernels::MatmulArgs>(px.data(), npx));
         be.rms_norm({qr.data(), w.q_norm.data(), nr, c.q_lora_rank, eps, qr.data()});
         kernels::MatmulArgs qa = kernels::linear_args(qr.data(), nr, w.wq_b, q.data() + b * H * d);
         qa.row_begin = h0 * d;
@@ -93,18 +104,12 @@ void DeepseekV41Model::attention(int64_t l, const Chunk& ch, const float* x, flo
         be.linear(qa);
         be.rope(rope_params(rope, q.data() + b * H * d, nr, H, d, my_pos));
 
-        float* my_kv = kv.data() + b * d;
-        be.linear(kernels::linear_args(x, nr, w.wkv, my_kv));
         be.rms_norm({my_kv, w.kv_norm.data(), nr, d, eps, my_kv});
         be.rope(rope_params(rope, my_kv, nr, 1, d, my_pos));
         if (ties_)
             fake_quant_with_ties(my_kv, nr, d, QuantTieOverride::kWindowKv, l, my_pos, *ties_);
         else
             kernels::ref::fake_quant_fp8_block(my_kv, nr, d, 32);
-        if (has_compressor) {
-            be.linear(kernels::linear_args(x, nr, w.compressor.wkv, ckv.data() + b * d));
-            if (m > 1) be.linear(kernels::linear_args(x, nr, w.compressor.wgate, cg.data() + b * d));
-        }
         if (has_indexer) indexer_project(l, ch, x, qr.data(), iq.data() + b * HI * dI, ihw.data() + b * HI);
     }
     // One all-gather of this layer's row-wise projections (the fields present are the chunk's, so the same
