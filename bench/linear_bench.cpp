@@ -6,6 +6,7 @@
 //
 //   linear_bench [--threads 2] [--mb 512] [--isa avx512|avx2|ref] [--reps 5] [--only decode|prefill]
 //                [--cols 4096]   (the reduction dim: 1024 = bench-small's short 2 KiB BF16 rows)
+//                [--format bf16|fp8_128|fp4_g32|f32]   (one weight format only)
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +26,7 @@
 #include "core/thread_pool.h"
 #include "core/weight.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_kernels.h"
 #include "kernels/ops.h"
 #include "stream_read.h"
 
@@ -60,7 +62,8 @@ using bench::stream_read_seconds;
 
 int main(int argc, char** argv) {
     int threads = 2, reps = 5;
-    std::string only; // "decode" / "prefill": just those cases
+    std::string only;   // "decode" / "prefill": just those cases
+    std::string format; // "bf16" / "fp8_128" / "fp4_g32" / "f32": just that weight format
     int64_t mb = 512;
     int64_t cols = 4096;
     std::vector<kernels::cpu::Isa> isas;
@@ -74,6 +77,8 @@ int main(int argc, char** argv) {
             cols = std::atoll(argv[i + 1]);
         } else if (flag == "--only") {
             only = argv[i + 1];
+        } else if (flag == "--format") {
+            format = argv[i + 1];
         } else if (flag == "--reps") {
             reps = std::atoi(argv[i + 1]);
         } else if (flag == "--isa") {
@@ -138,13 +143,15 @@ int main(int argc, char** argv) {
     std::printf("%-7s %-8s %-13s %5s %-5s %8s %8s %7s %9s %7s %10s\n", "isa", "format", "shape", "n", "mode",
                 "ms", "GB/s", "%read", "GFLOP/s", "%peak", "%same-rd");
     for (const Format& f : formats) {
+        if (!format.empty() && format != f.name) continue;
         for (int64_t n : {1, 2, 4, 8, 32, 128, 512}) {
             const bool decode = n <= kernels::cpu::kGemvMaxTokens;
             if ((only == "decode" && !decode) || (only == "prefill" && decode)) continue;
-            // kFast kernels: int8 VNNI for FP4, BF16 dot products for BF16 / FP8; elsewhere it would repeat
-            // the exact row.
+            // kFast kernels: int8 for FP4 (the GEMV with or without VNNI, the GEMM with it), BF16 dot
+            // products for BF16 / FP8; elsewhere it would repeat the exact row.
             const bool has_fast =
-                (f.format == F::kFp4Group && kernels::cpu::int8_supported()) ||
+                (f.format == F::kFp4Group &&
+                 (decode ? kernels::cpu::int8_gemv_supported() : kernels::cpu::int8_supported())) ||
                 ((f.format == F::kBF16 || f.format == F::kFp8Block) && kernels::cpu::bf16_supported());
             const int64_t rows =
                 decode ? static_cast<int64_t>(bytes / (f.bytes_per_weight * cols)) / 64 * 64 : int64_t{2048};

@@ -193,11 +193,12 @@ void reserve_pool_scratch(core::ThreadPool* pool, int64_t n, int64_t cols) {
 namespace {
 
 // Numerics::kFast where an int8 kernel exists: FP4 e2m1, 32-column groups, whole 128-column activation
-// blocks, enough tokens for the GEMM, AVX-512 VNNI.
+// blocks, AVX-512 VNNI (GEMV and GEMM), or AVX-512 F/BW without VNNI at decode token counts (the GEMV).
 bool fast_fits(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
-    return num == Numerics::kFast && isa == Isa::kAvx512 && int8_supported() &&
+    return num == Numerics::kFast && isa == Isa::kAvx512 &&
+           (int8_supported() || (int8_gemv_supported() && a.n <= kGemvMaxTokens)) &&
            w.format == core::WeightFormat::kFp4Group && w.block_cols == 32 && w.cols % detail::kQBlock == 0;
 }
 
@@ -273,9 +274,11 @@ void gemv_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     for_row_groups(a, pool, serial, groups, body);
 }
 
-// kFast decode: the int8 GEMV (activations quantized once, rows split over the pool in groups of 4).
+// kFast decode: the int8 GEMV (activations quantized once, rows split over the pool in groups of 4);
+// vpdpbusd where the CPU has VNNI, else vpmaddubsw + vpmaddwd (the same results).
 void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
-    static const detail::Int8Table q = detail::avx512_vnni_table();
+    static const detail::Int8Table q =
+        int8_supported() ? detail::avx512_vnni_table() : detail::avx512_int8_gemv_table();
     const core::Weight& w = *a.w;
     const int64_t rows = a.row_end - a.row_begin, nb = w.cols / detail::kQBlock;
     std::vector<float>& buf = scratch(3);
@@ -646,6 +649,10 @@ bool parse_numerics(std::string_view name, Numerics* numerics) {
 
 bool int8_supported() {
     return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
+}
+
+bool int8_gemv_supported() {
+    return isa_supported(Isa::kAvx512);
 }
 
 bool fp8_int8_supported() {

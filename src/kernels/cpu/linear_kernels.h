@@ -7,6 +7,13 @@
 
 #include "kernels/ops.h"
 
+namespace deepinfer::kernels::cpu {
+// Whether Numerics::kFast runs FP4 e2m1 decode (a.n <= kGemvMaxTokens) through the int8 GEMV: AVX-512 F/BW
+// is enough (vpmaddubsw + vpmaddwd where the CPU has no VNNI: the same results as vpdpbusd). The int8 GEMMs
+// need VNNI (int8_supported, linear.h).
+bool int8_gemv_supported();
+} // namespace deepinfer::kernels::cpu
+
 namespace deepinfer::kernels::cpu::detail {
 
 // GEMV (few tokens): output rows [r0, r1) (relative to a.row_begin) for all a.n tokens, weights decoded in
@@ -71,6 +78,8 @@ struct Int8Table {
     GemvQFn gemv = nullptr;
 };
 Int8Table avx512_vnni_table();
+// The GEMV half (quantize_gemv, gemv) on AVX-512 F/BW without VNNI: vpmaddubsw + vpmaddwd, the same bits.
+Int8Table avx512_int8_gemv_table();
 
 // Numerics::kFast for BF16 and FP8-block weights on AVX-512 BF16 (cols % 32 == 0, FP8 blocks a multiple of
 // 32 columns with scales in the exact GEMV's range), a.n <= kBf16MaxTokens per call (the dispatcher runs
