@@ -219,6 +219,7 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     // carries the followers through the machine measurement).
     std::unique_ptr<model::CausalLm> lm;
     std::unique_ptr<model::deepseek_v4::LeaderLm> leader;
+    const auto load_t0 = std::chrono::steady_clock::now();
     if (channel) {
         auto shard = load_sharded_model(*args, par);
         if (!shard.ok()) return fail(shard.status());
@@ -231,6 +232,9 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
         lm = std::move(loaded).value();
     }
     model::CausalLm& m = leader ? static_cast<model::CausalLm&>(*leader) : *lm;
+    // Load cost (open, bind, placement copies, an LM head quantized at load) and what it left resident.
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_t0).count();
+    const RssMib loaded_rss = rss_mib();
     // Like the engine, bench owns the compute pool and plans the model's workspace for its largest step.
     core::ThreadPool pool(static_cast<int>(T));
     m.set_thread_pool(&pool);
@@ -301,12 +305,14 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
             "\"flops_per_token\": %.0f, \"prefill_roofline_tok_s\": %.4f, "
             "\"prefill_fraction_of_roofline\": %.4f, \"ranks\": %d, \"layout\": \"%s\", "
             "\"decode_bytes_sent_per_step_rank0\": %.0f, \"prefill_bytes_sent_rank0\": %.0f, "
-            "\"peak_rss_mib_rank0\": %.1f}\n",
+            "\"peak_rss_mib_rank0\": %.1f, \"load_s\": %.3f, \"rss_after_load_mib\": %.1f, "
+            "\"rss_anon_after_load_mib\": %.1f, \"rss_file_after_load_mib\": %.1f}\n",
             args->get("model")->c_str(), P, N, B, T, R, prefill_tps, decode_tps, lim.read_gb_s,
             lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, lim.isa.c_str(),
             kernels::cpu::isa_name(kernels::cpu::active_isa()), bytes_token, bytes_step, decode_ceiling,
             decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling, ranks,
-            layout.c_str(), median(sent_per_step), median(prefill_sent), peak_rss_mib());
+            layout.c_str(), median(sent_per_step), median(prefill_sent), peak_rss_mib(), load_s,
+            loaded_rss.total, loaded_rss.anon, loaded_rss.file);
         return 0;
     }
     std::printf("model %s: %lld layers, hidden %lld, %lld experts top-%lld; resident weights %.1f MB\n",
@@ -315,6 +321,8 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
                 static_cast<long long>(cfg.experts_per_tok), cfg.resident_weight_bytes / 1e6);
     std::printf("run: prompt %lld, gen %lld, batch %lld, threads %lld, median of %lld after a warm-up\n", P,
                 N, B, T, R);
+    std::printf("load: %.2f s; after it VmRSS %.1f MiB (RssAnon %.1f, RssFile %.1f)\n", load_s,
+                loaded_rss.total, loaded_rss.anon, loaded_rss.file);
     std::printf(
         "machine (%s, %lld threads): read %.1f GB/s over %.0f MiB (best streaming pattern; 1 stream "
         "%.1f, 4 streams on 4 KiB pages %.1f), FP32 FMA %.1f GFLOP/s, int8 VNNI %.0f GOP/s; kernels: %s, "

@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "kernels/cpu/linear.h"
+#include "model/lm_head.h"
 #include "weights/placement.h"
 
 namespace deepinfer::cli {
@@ -28,7 +29,10 @@ void print_usage() {
         "--numerics exact|fast (matmul numerics; default exact, or DEEPINFER_NUMERICS) and\n"
         "--weights-placement mmap|hugepages|auto (where linear weights live: the file maps, or copied at\n"
         "load into 2 MiB pages; default auto = hugepages where the kernel offers transparent huge pages, or\n"
-        "DEEPINFER_WEIGHTS_PLACEMENT); docs/kernels.md.\n");
+        "DEEPINFER_WEIGHTS_PLACEMENT) and --head-fp8 auto|off|on (an LM head stored BF16 / F16 / F32 held "
+        "as\n"
+        "FP8 128x128 blocks, quantized at load: auto = under --numerics fast; default auto, or\n"
+        "DEEPINFER_HEAD_FP8); docs/kernels.md.\n");
 }
 
 // Takes `--name VALUE` or `--name=VALUE` out of args into *value (*from: the flag's name). False (after a
@@ -62,16 +66,20 @@ int main(int argc, char** argv) {
     // Options every command takes, read once here and taken out before the command parses its own flags:
     // matmul numerics (docs/kernels.md): `--numerics exact|fast`, else DEEPINFER_NUMERICS, else exact;
     // weight placement (docs/kernels.md, "Weight placement"): `--weights-placement mmap|hugepages|auto`,
-    // else DEEPINFER_WEIGHTS_PLACEMENT, else auto.
+    // else DEEPINFER_WEIGHTS_PLACEMENT, else auto; the LM head's format (docs/kernels.md, "fast: the LM head
+    // as FP8 blocks"): `--head-fp8 auto|off|on`, else DEEPINFER_HEAD_FP8, else auto.
     std::vector<std::string> rest(argv + 2, argv + argc);
-    std::string numerics, placement;
+    std::string numerics, placement, head_fp8;
     const char* numerics_from = "DEEPINFER_NUMERICS";
     const char* placement_from = "DEEPINFER_WEIGHTS_PLACEMENT";
+    const char* head_fp8_from = "DEEPINFER_HEAD_FP8";
     if (const char* env = std::getenv("DEEPINFER_NUMERICS"); env != nullptr) numerics = env;
     if (const char* env = std::getenv("DEEPINFER_WEIGHTS_PLACEMENT"); env != nullptr) placement = env;
+    if (const char* env = std::getenv("DEEPINFER_HEAD_FP8"); env != nullptr) head_fp8 = env;
     if (!take_flag(&rest, "--numerics", "exact or fast", &numerics, &numerics_from)) return 2;
     if (!take_flag(&rest, "--weights-placement", "mmap, hugepages or auto", &placement, &placement_from))
         return 2;
+    if (!take_flag(&rest, "--head-fp8", "auto, off or on", &head_fp8, &head_fp8_from)) return 2;
     if (!numerics.empty()) {
         deepinfer::kernels::Numerics num;
         if (!deepinfer::kernels::cpu::parse_numerics(numerics, &num)) {
@@ -89,6 +97,15 @@ int main(int argc, char** argv) {
             return 2;
         }
         deepinfer::weights::set_default_placement(p);
+    }
+    if (!head_fp8.empty()) {
+        deepinfer::model::HeadFp8 mode;
+        if (!deepinfer::model::parse_head_fp8(head_fp8, &mode)) {
+            std::fprintf(stderr, "deepinfer: %s %s: expected auto, off or on\n", head_fp8_from,
+                         head_fp8.c_str());
+            return 2;
+        }
+        deepinfer::model::set_head_fp8(mode);
     }
     std::string name = argv[1];
     if (name == "--version") {

@@ -11,6 +11,7 @@
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step_sync.h"
 #include "model/deepseek_v41/model.h"
+#include "model/lm_head.h"
 #include "model/registry.h"
 #include "parallel/fingerprint.h"
 #include "parallel/handshake.h"
@@ -105,6 +106,18 @@ double peak_rss_mib() {
     return -1;
 }
 
+RssMib rss_mib() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    RssMib r;
+    while (std::getline(f, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) r.total = std::stod(line.substr(6)) / 1024.0; // kB
+        if (line.rfind("RssAnon:", 0) == 0) r.anon = std::stod(line.substr(8)) / 1024.0;
+        if (line.rfind("RssFile:", 0) == 0) r.file = std::stod(line.substr(8)) / 1024.0;
+    }
+    return r;
+}
+
 int run_follower_rank(const Args& args, ParallelRun& par, const char* command, bool report_usage) {
     const std::string who = "rank " + std::to_string(par.rank());
     auto lm = load_sharded_model(args, par);
@@ -167,8 +180,10 @@ core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, cons
     DI_ASSIGN_OR_RETURN(run->groups_, parallel::make_layout_groups(*run->world_, run->layout_));
     parallel::RankIdentity id;
     DI_ASSIGN_OR_RETURN(id.checkpoint_hash, parallel::fingerprint_checkpoint_dir(model_dir));
-    // The matmul numerics (--numerics / DEEPINFER_NUMERICS, taken out by main) change every result too.
-    id.config_hash = config_hash * 31 + static_cast<std::uint64_t>(kernels::cpu::default_numerics());
+    // The matmul numerics (--numerics / DEEPINFER_NUMERICS, taken out by main) change every result too, and
+    // so does whether the LM head is held as FP8 blocks (--head-fp8 / DEEPINFER_HEAD_FP8).
+    id.config_hash = (config_hash * 31 + static_cast<std::uint64_t>(kernels::cpu::default_numerics())) * 31 +
+                     static_cast<std::uint64_t>(model::head_as_fp8());
     id.checkpoint_label = model_dir;
     id.layout = run->layout_;
     DI_RETURN_IF_ERROR(parallel::handshake(*run->world_, id));

@@ -75,6 +75,11 @@ int run_follower_rank(const Args& args, ParallelRun& par, const char* command, b
 
 // Peak resident memory of this process (VmHWM), in MiB; -1 where /proc does not tell.
 double peak_rss_mib();
+// This process's resident memory now (/proc/self/status VmRSS, RssAnon, RssFile; -1 where unreadable).
+struct RssMib {
+    double total = -1, anon = -1, file = -1;
+};
+RssMib rss_mib();
 
 // FNV-1a over the given flags' values (absent flags hash as absent): the handshake's config fingerprint.
 std::uint64_t hash_flags(const Args& args, const std::set<std::string>& flags);

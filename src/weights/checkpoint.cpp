@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/logging.h"
+#include "weights/quantize.h"
 #include "weights/safetensors.h"
 
 namespace deepinfer::weights {
@@ -155,19 +156,7 @@ core::Result<core::Weight> Checkpoint::weight(std::string_view prefix, int64_t r
 core::Result<const void*> Checkpoint::placed(const TensorInfo& t) const {
     std::lock_guard<std::mutex> lock(place_mu_);
     if (auto it = placed_.find(&t); it != placed_.end()) return it->second;
-    if (arena_refused_) return t.data;
-    if (!arena_) {
-        // Address space for every tensor of the checkpoint (only what is copied becomes resident), each
-        // copy page-aligned.
-        auto arena = HugePageArena::reserve(mapped_bytes() + tensors_.size() * 4096);
-        if (!arena.ok()) {
-            DI_LOG(Warn) << dir_ << ": " << arena.status().message()
-                         << "; weights stay mapped from the files";
-            arena_refused_ = true;
-            return t.data;
-        }
-        arena_ = std::move(arena).value();
-    }
+    if (arena_locked() == nullptr) return t.data;
     const SafetensorsFile* file = nullptr;
     for (const auto& f : files_)
         if (f->name() == t.file) file = f.get();
@@ -178,6 +167,89 @@ core::Result<const void*> Checkpoint::placed(const TensorInfo& t) const {
     file->release(t.data, t.nbytes); // the copy is what the kernels read from now on
     placed_.emplace(&t, p);
     return p;
+}
+
+HugePageArena* Checkpoint::arena_locked() const {
+    if (arena_refused_) return nullptr;
+    if (!arena_) {
+        // Address space for every tensor of the checkpoint (only what is copied becomes resident), each
+        // copy page-aligned. A weight quantized to FP8 at load is at most as large as its stored form (one
+        // byte per element from two or four, plus a scale per block) and is never copied as stored too.
+        auto arena = HugePageArena::reserve(mapped_bytes() + tensors_.size() * 4096);
+        if (!arena.ok()) {
+            DI_LOG(Warn) << dir_ << ": " << arena.status().message()
+                         << "; weights stay mapped from the files";
+            arena_refused_ = true;
+            return nullptr;
+        }
+        arena_ = std::move(arena).value();
+    }
+    return arena_.get();
+}
+
+core::Result<core::Weight> Checkpoint::fp8_block_weight(std::string_view prefix, int64_t rows, int64_t cols,
+                                                        int br, int bc, const QuantizationConfig& q,
+                                                        int64_t row_begin, int64_t row_end) const {
+    DI_CHECK(br > 0 && bc > 0);
+    {
+        std::lock_guard<std::mutex> lock(place_mu_);
+        if (auto it = requantized_.find(prefix); it != requantized_.end()) return it->second;
+    }
+    DI_ASSIGN_OR_RETURN(core::Weight src, mapped_weight(prefix, rows, cols, q));
+    if (src.format != core::WeightFormat::kF32 && src.format != core::WeightFormat::kBF16 &&
+        src.format != core::WeightFormat::kF16)
+        return weight(prefix, rows, cols, q);
+    if (row_end < 0) row_end = rows;
+    DI_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= rows) << row_begin << " " << row_end;
+    core::Weight w;
+    w.format = core::WeightFormat::kFp8Block;
+    w.rows = rows;
+    w.cols = cols;
+    w.block_rows = br;
+    w.block_cols = bc;
+    const size_t q_bytes = static_cast<size_t>(rows * cols);
+    const size_t s_bytes = static_cast<size_t>(w.scale_rows() * w.scale_cols());
+    uint8_t* codes = nullptr;
+    uint8_t* scales = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(place_mu_);
+        if (HugePageArena* arena = arena_locked(); arena != nullptr) {
+            codes = arena->allocate(q_bytes);
+            scales = codes != nullptr ? arena->allocate(s_bytes) : nullptr;
+        }
+    }
+    if (scales == nullptr) {
+        DI_LOG(Warn) << dir_ << ": tensor '" << prefix << ".weight': no memory to hold it as FP8 blocks; "
+                     << "it stays in its stored format";
+        return weight(prefix, rows, cols, q);
+    }
+    const TensorInfo& t = *find(std::string(prefix) + ".weight");
+    const SafetensorsFile* file = nullptr;
+    for (const auto& f : files_)
+        if (f->name() == t.file) file = f.get();
+    DI_CHECK(file != nullptr) << t.file;
+    const int64_t row_bytes = static_cast<int64_t>(t.nbytes) / rows;
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // Each band's stored pages are released once quantized, so the stored tensor never becomes resident
+    // whole beside its FP8 copy (pages straddling two bands go with the final release below).
+    quantize_weight_fp8_block(src, br, bc, row_begin, row_end, threads, codes, scales,
+                              [&](int64_t r0, int64_t r1) {
+                                  file->release(static_cast<const uint8_t*>(t.data) + r0 * row_bytes,
+                                                static_cast<size_t>((r1 - r0) * row_bytes));
+                              });
+    file->release(t.data, t.nbytes);
+    w.data = codes;
+    w.scale = scales;
+    std::lock_guard<std::mutex> lock(place_mu_);
+    requantized_.emplace(std::string(prefix), w);
+    return w;
+}
+
+size_t Checkpoint::requantized_bytes() const {
+    std::lock_guard<std::mutex> lock(place_mu_);
+    size_t n = 0;
+    for (const auto& [name, w] : requantized_) n += static_cast<size_t>(w.stored_bytes());
+    return n;
 }
 
 size_t Checkpoint::placed_bytes() const {

@@ -68,6 +68,21 @@ public:
     core::Result<core::Weight> weight(std::string_view prefix, int64_t rows, int64_t cols,
                                       const QuantizationConfig& q) const;
 
+    // The linear weight `prefix` as FP8 e4m3 blocks of br x bc (core::WeightFormat::kFp8Block, DeepSeek's
+    // release format). Stored F32 / BF16 / F16 weights are quantized at load (quantize_weight_fp8_block:
+    // scale = pow2ceil(block amax / 448), round to nearest even) on every core, into memory the checkpoint
+    // owns (its huge-page arena, whatever the placement), and the stored tensor's pages are released as the
+    // quantization passes them (its map stays valid: `embed` rows read later fault back in). Only the row
+    // blocks that overlap [row_begin, row_end) are computed (a tensor-parallel rank's vocabulary rows;
+    // row_end < 0: all rows); the others read as zero. Nothing is ever copied in the stored format. Any other
+    // stored format is returned as weight() returns it, as is the stored weight (with a warning) when the
+    // arena's address space is refused. A second call for a prefix returns the first call's weight.
+    core::Result<core::Weight> fp8_block_weight(std::string_view prefix, int64_t rows, int64_t cols, int br,
+                                                int bc, const QuantizationConfig& q, int64_t row_begin = 0,
+                                                int64_t row_end = -1) const;
+    // Bytes (codes + scales) fp8_block_weight quantized at load so far.
+    size_t requantized_bytes() const;
+
     // Sum of file bytes mapped (what resident weights cost when every page is touched).
     size_t mapped_bytes() const;
     Placement placement() const { return placement_; }
@@ -83,6 +98,8 @@ private:
                                              const QuantizationConfig& q) const;
     // t's bytes in the arena (copied on first use).
     core::Result<const void*> placed(const TensorInfo& t) const;
+    // The arena, reserved on first use; nullptr once a reservation was refused. place_mu_ held.
+    HugePageArena* arena_locked() const;
 
     std::string dir_;
     std::vector<std::unique_ptr<SafetensorsFile>> files_;
@@ -92,6 +109,7 @@ private:
     mutable std::unique_ptr<HugePageArena> arena_;            // reserved at the first copy
     mutable bool arena_refused_ = false;                      // reserve failed: weights stay mapped
     mutable std::map<const TensorInfo*, const void*> placed_; // tensor -> its copy
+    mutable std::map<std::string, core::Weight, std::less<>> requantized_; // prefix -> its FP8 blocks
 };
 
 // Dequantize a whole weight to F32 (tests, tools; never the model's hot path). out: [rows, cols].

@@ -153,6 +153,13 @@ core::Result<const void*> HugePageArena::copy_in(int fd, uint64_t offset, size_t
     return static_cast<const void*>(dst);
 }
 
+uint8_t* HugePageArena::allocate(size_t n) {
+    const size_t begin = (used_ + kAlign - 1) / kAlign * kAlign;
+    if (begin > capacity_ || n > capacity_ - begin) return nullptr;
+    used_ = begin + n;
+    return base_ + begin;
+}
+
 int64_t HugePageArena::huge_bytes() const {
     std::ifstream in("/proc/self/smaps");
     if (!in) return -1;

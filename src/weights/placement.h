@@ -49,6 +49,10 @@ public:
     core::Result<const void*> copy_in(int fd, uint64_t offset, size_t n, int threads,
                                       const std::string& what);
 
+    // The next 4 KiB-aligned free span of n bytes, zero until written (for weights derived at load, e.g. a
+    // requantized head); nullptr when the arena cannot hold it.
+    uint8_t* allocate(size_t n);
+
     size_t used_bytes() const { return used_; }
     size_t capacity_bytes() const { return capacity_; }
     // Bytes of the arena the kernel backs with huge pages (AnonHugePages in /proc/self/smaps); -1 when

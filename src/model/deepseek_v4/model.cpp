@@ -76,7 +76,10 @@ core::Result<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::
                                           std::to_string(E));
         range = {r * E / n, (r + 1) * E / n};
     }
-    DI_ASSIGN_OR_RETURN(ModelWeights w, bind_weights(*ckpt, config, range));
+    const model::HeadRows head_rows =
+        shard.tp ? model::tp_head_rows(config.vocab_size, shard.tp->rank(), shard.tp->size())
+                 : model::HeadRows{};
+    DI_ASSIGN_OR_RETURN(ModelWeights w, bind_weights(*ckpt, config, range, head_rows));
     return std::unique_ptr<DeepseekV4Model>(
         new DeepseekV4Model(std::move(ckpt), std::move(config), std::move(w), shard, range));
 }

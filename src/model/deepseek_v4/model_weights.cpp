@@ -149,14 +149,17 @@ int64_t ModelWeights::resident_weight_bytes() const {
     return b;
 }
 
-Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& c, ExpertRange range) {
+Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& c, ExpertRange range,
+                                  model::HeadRows head_rows) {
     ModelWeights w;
     const int64_t d = c.hidden_size;
     DI_ASSIGN_OR_RETURN(w.embed, ckpt.weight("embed", c.vocab_size, d, c.quant));
-    if (c.tie_word_embeddings) {
+    if (c.tie_word_embeddings && !model::head_as_fp8()) {
         w.head = w.embed;
     } else {
-        DI_ASSIGN_OR_RETURN(w.head, ckpt.weight("head", c.vocab_size, d, c.quant));
+        DI_ASSIGN_OR_RETURN(w.head,
+                            model::bind_lm_head(ckpt, c.tie_word_embeddings ? "embed" : "head", c.vocab_size,
+                                                d, c.quant, head_rows.begin, head_rows.end));
     }
     DI_ASSIGN_OR_RETURN(w.norm, load_vector(ckpt, "norm.weight", d));
     DI_ASSIGN_OR_RETURN(w.hc_head_fn, load_f32_matrix(ckpt, "hc_head_fn", c.hc_mult, c.hc_mult * d));

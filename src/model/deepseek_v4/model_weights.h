@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "core/weight.h"
 #include "model/deepseek_v4/config.h"
+#include "model/lm_head.h"
 #include "weights/checkpoint.h"
 
 namespace deepinfer::model::deepseek_v4 {
@@ -98,9 +99,10 @@ struct ExpertRange {
     int64_t last = -1;
 };
 
-// Binds every tensor (the routed experts of `experts` only); errors name the tensor and the checkpoint
-// file.
+// Binds every tensor (the routed experts of `experts` only; the LM head through model::bind_lm_head, FP8
+// blocks under fast numerics, computing the vocabulary rows `head_rows` only); errors name the tensor and
+// the checkpoint file.
 core::Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& config,
-                                        ExpertRange experts = {});
+                                        ExpertRange experts = {}, model::HeadRows head_rows = {});
 
 } // namespace deepinfer::model::deepseek_v4

@@ -75,7 +75,11 @@ Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::stri
                                           std::to_string(E));
         range = {r * E / n, (r + 1) * E / n};
     }
-    DI_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*ckpt, config, range.first, range.second));
+    const model::HeadRows head_rows =
+        shard.tp ? model::tp_head_rows(config.vocab_size, shard.tp->rank(), shard.tp->size())
+                 : model::HeadRows{};
+    DI_ASSIGN_OR_RETURN(ModelWeights w,
+                        ModelWeights::bind(*ckpt, config, range.first, range.second, head_rows));
     EngramHasher hasher;
     if (config.engram.enabled()) {
         const std::string hash_path = dir + "/engram_hash.safetensors";

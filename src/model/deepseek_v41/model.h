@@ -86,6 +86,7 @@ public:
     // (the default) runs the plain quantizers.
     void set_quant_ties(QuantTieOverride* t) { ties_ = t; }
     const ModelConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }
     // Token rows this rank ran through the row-wise work since load (tests: distributed prompt chunks,
     // docs/parallelism.md "CP on V4.1"). attention: rows through a layer's attention projections (q, kv,
     // compressor, indexer q / weights, wo_a / wo_b), summed over layers; moe: rows through a layer's router

@@ -98,12 +98,14 @@ Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t
 } // namespace
 
 Result<ModelWeights> ModelWeights::bind(const weights::Checkpoint& ckpt, const ModelConfig& c,
-                                        int64_t first_expert, int64_t last_expert) {
+                                        int64_t first_expert, int64_t last_expert,
+                                        model::HeadRows head_rows) {
     if (last_expert < 0) last_expert = c.n_routed_experts;
     ModelWeights w;
     DI_ASSIGN_OR_RETURN(w.embed, ckpt.weight("embed", c.vocab_size, c.hidden_size, c.quant));
     DI_ASSIGN_OR_RETURN(w.norm, load_vector(ckpt, "norm.weight", c.hidden_size));
-    DI_ASSIGN_OR_RETURN(w.head, ckpt.weight("head", c.vocab_size, c.hidden_size, c.quant));
+    DI_ASSIGN_OR_RETURN(w.head, model::bind_lm_head(ckpt, "head", c.vocab_size, c.hidden_size, c.quant,
+                                                    head_rows.begin, head_rows.end));
     w.layers.resize(c.num_hidden_layers);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
         DI_RETURN_IF_ERROR(bind_layer(ckpt, c, l, first_expert, last_expert, &w.layers[l]));

@@ -10,6 +10,7 @@
 #include "core/weight.h"
 #include "model/deepseek_v41/config.h"
 #include "model/deepseek_v41/engram_table.h"
+#include "model/lm_head.h"
 #include "weights/checkpoint.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -82,9 +83,11 @@ struct ModelWeights {
     std::vector<EngramTable> engram_tables; // per Engram layer, config.engram.layer_ids order
 
     // Binds the routed experts [first_expert, last_expert) only (last < 0: all; expert parallelism); the
-    // others stay empty and must not be run.
+    // others stay empty and must not be run. The LM head goes through model::bind_lm_head (FP8 blocks under
+    // fast numerics, computing the vocabulary rows `head_rows` only).
     static core::Result<ModelWeights> bind(const weights::Checkpoint& ckpt, const ModelConfig& config,
-                                           int64_t first_expert = 0, int64_t last_expert = -1);
+                                           int64_t first_expert = 0, int64_t last_expert = -1,
+                                           model::HeadRows head_rows = {});
 };
 
 } // namespace deepinfer::model::deepseek_v41
