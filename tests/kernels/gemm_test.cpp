@@ -289,7 +289,7 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
 // runs on every AVX-512 CPU, including those where the tests above skip (no VNNI: the dispatcher never takes
 // the int8 GEMM there). Activations quantized here by the definition (int8 per token per 128 columns, stored
 // + 128 as u8, [cols / 4, n_pad, 4]); FP4 with folded, per-group and mixed panels (48-row panels whose rows
-// differ), FP8 with 128- and 256-column blocks; row ranges with microtile and panel tails, token counts with
+// differ), FP8 with 128- and 256-column blocks and rows of every magnitude range; row ranges with microtile and panel tails, token counts with
 // the 8-token ymm tail and past one 64-token group. Against the double-precision definitions above, and,
 // where the CPU has VNNI + VBMI, bit for bit against the real instructions.
 TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
@@ -331,6 +331,14 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
             s = random_fp8(c.rows, c.cols, c.lo_scale, &rng);
             s.w.data = s.data.data();
             s.w.scale = s.scale.data();
+            // Rows of every magnitude range, so every requantization step's table is used.
+            for (int64_t r = 0; r < c.rows; ++r) {
+                const int lim = byte(rng) % 127;
+                for (int64_t k = 0; k < c.cols; ++k) {
+                    uint8_t& b = s.data[r * c.cols + k];
+                    b = static_cast<uint8_t>((b & 0x80) | ((b & 0x7f) % (lim + 1)));
+                }
+            }
         }
         const core::Weight& w = s.w;
         const int64_t ldx = c.cols, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;

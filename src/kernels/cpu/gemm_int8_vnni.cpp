@@ -3,7 +3,7 @@
 // the 128 codes become int8 through a 128-entry byte table picked by the block's largest magnitude
 // (vpermi2b on the 7-bit magnitude, the sign applied by a masked subtract), with one F32 scale (block scale
 // x the table's power-of-two step) and the -128 x sum(q) correction that removes the activations' +128
-// offset. The microkernel keeps 6 rows x 4 vectors of 16 tokens of int32 accumulators over the whole 128
+// offset; decode_fp8_panel finds the 16 largest magnitudes of 16 rows together. The microkernel keeps 6 rows x 4 vectors of 16 tokens of int32 accumulators over the whole 128
 // columns (one conversion per 128 multiply-adds per lane). FP4: decode_fp4_panel below, a panel's rows at a
 // time. Compiled with -mavx512vnni -mavx512vbmi; reached only when the CPU reports both (linear.cpp).
 
@@ -58,44 +58,27 @@ struct Panel {
     int32_t* corr; // [kQRowTile, 4]
 };
 
-inline uint8_t max_epu8(__m512i v) {
-    __m256i y = _mm256_max_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-    __m128i z = _mm_max_epu8(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
-    z = _mm_max_epu8(z, _mm_srli_si128(z, 8));
-    z = _mm_max_epu8(z, _mm_srli_si128(z, 4));
-    z = _mm_max_epu8(z, _mm_srli_si128(z, 2));
-    z = _mm_max_epu8(z, _mm_srli_si128(z, 1));
-    return static_cast<uint8_t>(_mm_cvtsi128_si32(z));
-}
-
-// One row's 128 codes at `src` (with block scale byte `s`) into panel row m; `next`: prefetch the row's
-// next block, needed after one block of compute. The caller resolves the row and scale addresses once per
-// panel (three 64-bit divisions per row and block were a fifth of the decode).
-inline void decode_fp8_block(const Fp8Tables& t, const uint8_t* src, uint8_t s, bool next, int64_t m,
-                             const Panel& p) {
-    if (next) {
-        _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + 64), _MM_HINT_T0);
+// corr[m * 4 + g] = -128 x row m's sum over 32-column group g, from sums [rows, 16] (vpdpbusd partial sums
+// of the row's int8 against ones; 128-bit lane g = group g). 16 rows at a time: after two levels of unpack
+// + add, dword 4 L + j of c is row 4 k + j's group L; a 4 x 4 dword transpose puts it at (4 k + j) * 4 + L.
+// Rows past `rows` (to the next multiple of 16) read and write within the kQRowTile-row panel.
+void store_corrections(const int32_t* sums, int64_t rows, const Panel& p) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (int64_t m0 = 0; m0 < rows; m0 += 16) {
+        __m512i b2[8];
+        for (int i = 0; i < 8; ++i) {
+            const __m512i x0 = _mm512_load_si512(sums + (m0 + 2 * i) * 16);
+            const __m512i x1 = _mm512_load_si512(sums + (m0 + 2 * i + 1) * 16);
+            b2[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x0, x1), _mm512_unpackhi_epi32(x0, x1));
+        }
+        for (int k = 0; k < 4; ++k) {
+            const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(b2[2 * k], b2[2 * k + 1]),
+                                               _mm512_unpackhi_epi64(b2[2 * k], b2[2 * k + 1]));
+            const __m512i corr = _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_permutexvar_epi32(tr, c), 7));
+            _mm512_storeu_si512(p.corr + (m0 + 4 * k) * 4, corr);
+        }
     }
-    const __m512i b0 = _mm512_loadu_si512(src), b1 = _mm512_loadu_si512(src + 64);
-    const __m512i mask = _mm512_set1_epi8(0x7f);
-    const __m512i m0 = _mm512_and_si512(b0, mask), m1 = _mm512_and_si512(b1, mask);
-    const uint8_t max_code = max_epu8(_mm512_max_epu8(m0, m1));
-    const int ef = max_code >> 3; // fp8_requant_step_log2, inlined: (max(ef, 1)) - 4
-    const int step = (ef > 1 ? ef : 1) - 4;
-    const int8_t* tab = t.tab[step + 3];
-    const __m512i lo = _mm512_load_si512(tab), hi = _mm512_load_si512(tab + 64),
-                  zero = _mm512_setzero_si512();
-    __m512i q0 = _mm512_permutex2var_epi8(lo, m0, hi), q1 = _mm512_permutex2var_epi8(lo, m1, hi);
-    q0 = _mm512_mask_sub_epi8(q0, _mm512_movepi8_mask(b0), zero, q0);
-    q1 = _mm512_mask_sub_epi8(q1, _mm512_movepi8_mask(b1), zero, q1);
-    _mm512_storeu_si512(p.w + m * kQBlock, q0);
-    _mm512_storeu_si512(p.w + m * kQBlock + 64, q1);
-    const __m512i ones = _mm512_set1_epi8(1);
-    const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, q0), ones, q1);
-    p.corr[m * 4] = -128 * _mm512_reduce_add_epi32(sum);
-    p.corr[m * 4 + 1] = p.corr[m * 4 + 2] = p.corr[m * 4 + 3] = 0;
-    p.scale[m * 4] = e8m0(s) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
 }
 
 // FP4 e2m1, 32-column groups. 2 x e2m1 is an exact int8 in [-12, 12]. When a row's four group scales in a
@@ -181,23 +164,7 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
         // 128-bit lane g: group g's partial sums (qe and qo lane g are both columns 32 g .. 32 g + 31)
         _mm512_store_si512(sums + m * 16, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, qe), ones, qo));
     }
-    // corr[m * 4 + g] = -128 x group g's sum. 16 rows at a time: after two levels of unpack + add, dword
-    // 4 L + j of c[k] is row 4 k + j's group L; a 4 x 4 dword transpose puts it at (4 k + j) * 4 + L.
-    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    for (int64_t m0 = 0; m0 < rows; m0 += 16) {
-        __m512i b2[8];
-        for (int i = 0; i < 8; ++i) {
-            const __m512i x0 = _mm512_load_si512(sums + (m0 + 2 * i) * 16);
-            const __m512i x1 = _mm512_load_si512(sums + (m0 + 2 * i + 1) * 16);
-            b2[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x0, x1), _mm512_unpackhi_epi32(x0, x1));
-        }
-        for (int k = 0; k < 4; ++k) {
-            const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(b2[2 * k], b2[2 * k + 1]),
-                                               _mm512_unpackhi_epi64(b2[2 * k], b2[2 * k + 1]));
-            const __m512i corr = _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_permutexvar_epi32(tr, c), 7));
-            _mm512_storeu_si512(p.corr + (m0 + 4 * k) * 4, corr);
-        }
-    }
+    store_corrections(sums, rows, p);
     const uint64_t all = (1ull << rows) - 1; // rows <= kQRowTile = 48
     if (folded == all) {
         // The G = 1 kernel: one scale per row, the four corrections summed (exact).
@@ -219,6 +186,65 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
         }
     }
     return false;
+}
+
+// FP8 e4m3: block kb of the panel's rows (codes at wrow[m] + kb * 128, block scale srow[m][sb]) into panel
+// rows [0, rows), in column order. Per 16 rows: each row's largest magnitude code as a vector of 64
+// partial maxima, the 16 reduced together (a transposing max tree, ~3 ops per row instead of a horizontal
+// reduction each) into each row's table; then per row the table lookup (vpermi2b on the 7-bit magnitude,
+// the sign by a masked subtract), the scale, and the per-group sums for store_corrections. Same int8
+// values, scales and corrections as one row at a time.
+void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint8_t* const* srow,
+                      int64_t sb, int64_t kb, int64_t rows, bool next, const Panel& p) {
+    alignas(64) uint8_t tix[kQRowTile]; // row m's table: step_log2 + 3
+    alignas(64) int32_t sums[kQRowTile * 16];
+    const __m512i mask = _mm512_set1_epi8(0x7f), zero = _mm512_setzero_si512();
+    for (int64_t m0 = 0; m0 < rows; m0 += 16) {
+        __m512i v[16];
+        for (int i = 0; i < 16; ++i) { // rows past the panel's repeat its last row (no branch, no spill)
+            const uint8_t* src = wrow[min64(m0 + i, rows - 1)] + kb * kQBlock;
+            if (next) {
+                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + 64), _MM_HINT_T0);
+            }
+            v[i] = _mm512_max_epu8(_mm512_and_si512(_mm512_loadu_si512(src), mask),
+                                   _mm512_and_si512(_mm512_loadu_si512(src + 64), mask));
+        }
+        // Byte j of every 128-bit lane ends up holding row m0 + j's partial maximum.
+        for (int i = 0; i < 8; ++i)
+            v[i] = _mm512_max_epu8(_mm512_unpacklo_epi8(v[2 * i], v[2 * i + 1]),
+                                   _mm512_unpackhi_epi8(v[2 * i], v[2 * i + 1]));
+        for (int i = 0; i < 4; ++i)
+            v[i] = _mm512_max_epu8(_mm512_unpacklo_epi16(v[2 * i], v[2 * i + 1]),
+                                   _mm512_unpackhi_epi16(v[2 * i], v[2 * i + 1]));
+        for (int i = 0; i < 2; ++i)
+            v[i] = _mm512_max_epu8(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                   _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+        __m512i mx = _mm512_max_epu8(_mm512_unpacklo_epi64(v[0], v[1]), _mm512_unpackhi_epi64(v[0], v[1]));
+        mx = _mm512_max_epu8(mx, _mm512_shuffle_i32x4(mx, mx, 0x4e));
+        mx = _mm512_max_epu8(mx, _mm512_shuffle_i32x4(mx, mx, 0xb1));
+        // fp8_requant_step_log2 + 3 = max(exponent field, 1) - 1
+        const __m128i ef = _mm_and_si128(_mm_srli_epi16(_mm512_castsi512_si128(mx), 3), _mm_set1_epi8(0x1f));
+        _mm_store_si128(reinterpret_cast<__m128i*>(tix + m0), _mm_sub_epi8(_mm_max_epu8(ef, _mm_set1_epi8(1)),
+                                                                          _mm_set1_epi8(1)));
+    }
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t m = 0; m < rows; ++m) {
+        const uint8_t* src = wrow[m] + kb * kQBlock;
+        const int step = tix[m] - 3;
+        const int8_t* tab = t.tab[tix[m]];
+        const __m512i lo = _mm512_load_si512(tab), hi = _mm512_load_si512(tab + 64);
+        const __m512i b0 = _mm512_loadu_si512(src), b1 = _mm512_loadu_si512(src + 64);
+        __m512i q0 = _mm512_permutex2var_epi8(lo, _mm512_and_si512(b0, mask), hi);
+        __m512i q1 = _mm512_permutex2var_epi8(lo, _mm512_and_si512(b1, mask), hi);
+        q0 = _mm512_mask_sub_epi8(q0, _mm512_movepi8_mask(b0), zero, q0);
+        q1 = _mm512_mask_sub_epi8(q1, _mm512_movepi8_mask(b1), zero, q1);
+        _mm512_storeu_si512(p.w + m * kQBlock, q0);
+        _mm512_storeu_si512(p.w + m * kQBlock + 64, q1);
+        _mm512_store_si512(sums + m * 16, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, q0), ones, q1));
+        p.scale[m * 4] = e8m0(srow[m][sb]) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
+    }
+    store_corrections(sums, rows, p);
 }
 
 // acc += the 64 u8 x s8 products of x and the int32 at w broadcast, summed by 4 (vpdpbusd with an embedded
@@ -378,9 +404,7 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
             if constexpr (kFp4) {
                 one_scale = decode_fp4_panel(w, a.row_begin + rt, rows, kb, p);
             } else {
-                const int64_t sb = kb * kQBlock / w.block_cols;
-                for (int64_t m = 0; m < rows; ++m)
-                    decode_fp8_block(t, wrow[m] + kb * kQBlock, srow[m][sb], kb + 1 < nkb, m, p);
+                decode_fp8_panel(t, wrow, srow, kb * kQBlock / w.block_cols, kb, rows, kb + 1 < nkb, p);
             }
             for (int64_t i0 = 0; i0 < n_pad; i0 += 64) {
                 const int nv = static_cast<int>(min64(4, (n_pad - i0) / 16));
