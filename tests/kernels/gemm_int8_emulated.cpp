@@ -16,12 +16,14 @@ namespace deepinfer::kernels::cpu::detail::vnni_emulation {
 inline __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
     const __m512i a_even = _mm512_and_si512(a, _mm512_set1_epi16(0x00ff)), a_odd = _mm512_srli_epi16(a, 8);
     const __m512i b_even = _mm512_srai_epi16(_mm512_slli_epi16(b, 8), 8), b_odd = _mm512_srai_epi16(b, 8);
-    return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(a_even, b_even), _mm512_madd_epi16(a_odd, b_odd)));
+    return _mm512_add_epi32(
+        acc, _mm512_add_epi32(_mm512_madd_epi16(a_even, b_even), _mm512_madd_epi16(a_odd, b_odd)));
 }
 inline __m256i dpbusd(__m256i acc, __m256i a, __m256i b) {
     const __m256i a_even = _mm256_and_si256(a, _mm256_set1_epi16(0x00ff)), a_odd = _mm256_srli_epi16(a, 8);
     const __m256i b_even = _mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8), b_odd = _mm256_srai_epi16(b, 8);
-    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(a_even, b_even), _mm256_madd_epi16(a_odd, b_odd)));
+    return _mm256_add_epi32(
+        acc, _mm256_add_epi32(_mm256_madd_epi16(a_even, b_even), _mm256_madd_epi16(a_odd, b_odd)));
 }
 inline __m512i maskz_dpbusd(__mmask16 k, __m512i acc, __m512i a, __m512i b) {
     return _mm512_maskz_mov_epi32(k, dpbusd(acc, a, b));

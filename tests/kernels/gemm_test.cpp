@@ -289,14 +289,16 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
 // runs on every AVX-512 CPU, including those where the tests above skip (no VNNI: the dispatcher never takes
 // the int8 GEMM there). Activations quantized here by the definition (int8 per token per 128 columns, stored
 // + 128 as u8, [cols / 4, n_pad, 4]); FP4 with folded, per-group and mixed panels (48-row panels whose rows
-// differ), FP8 with 128- and 256-column blocks and rows of every magnitude range; row ranges with microtile and panel tails, token counts with
-// the 8-token ymm tail and past one 64-token group. Against the double-precision definitions above, and,
-// where the CPU has VNNI + VBMI, bit for bit against the real instructions.
+// differ), FP8 with 128- and 256-column blocks and rows of every magnitude range; row ranges with microtile
+// and panel tails, token counts with the 8-token ymm tail and past one 64-token group. Against the
+// double-precision definitions above, and, where the CPU has VNNI + VBMI, bit for bit against the real
+// instructions.
 TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
     if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
     const cpu::detail::GemmQTable emu = cpu::detail::emulated_vnni_gemm_table();
     const bool real = cpu::fp8_int8_supported();
-    const cpu::detail::GemmQTable hw = real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{};
+    const cpu::detail::GemmQTable hw =
+        real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{};
     std::mt19937 rng(23);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::uniform_int_distribution<int> byte(0, 255);
@@ -342,7 +344,8 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
         }
         const core::Weight& w = s.w;
         const int64_t ldx = c.cols, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;
-        const int64_t n_pad = (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
+        const int64_t n_pad =
+            (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
         std::vector<float> x(c.n * ldx);
         for (float& v : x) v = nd(rng);
         std::vector<uint8_t> xq(c.cols * n_pad, 128);

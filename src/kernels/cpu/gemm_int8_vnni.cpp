@@ -3,9 +3,10 @@
 // the 128 codes become int8 through a 128-entry byte table picked by the block's largest magnitude
 // (vpermi2b on the 7-bit magnitude, the sign applied by a masked subtract), with one F32 scale (block scale
 // x the table's power-of-two step) and the -128 x sum(q) correction that removes the activations' +128
-// offset; decode_fp8_panel finds the 16 largest magnitudes of 16 rows together. The microkernel keeps 6 rows x 4 vectors of 16 tokens of int32 accumulators over the whole 128
-// columns (one conversion per 128 multiply-adds per lane). FP4: decode_fp4_panel below, a panel's rows at a
-// time. Compiled with -mavx512vnni -mavx512vbmi; reached only when the CPU reports both (linear.cpp).
+// offset; decode_fp8_panel finds the 16 largest magnitudes of 16 rows together. The microkernel keeps 6 rows
+// x 4 vectors of 16 tokens of int32 accumulators over the whole 128 columns (one conversion per 128
+// multiply-adds per lane). FP4: decode_fp4_panel below, a panel's rows at a time. Compiled with
+// -mavx512vnni -mavx512vbmi; reached only when the CPU reports both (linear.cpp).
 
 #include <immintrin.h>
 
@@ -75,7 +76,8 @@ void store_corrections(const int32_t* sums, int64_t rows, const Panel& p) {
         for (int k = 0; k < 4; ++k) {
             const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(b2[2 * k], b2[2 * k + 1]),
                                                _mm512_unpackhi_epi64(b2[2 * k], b2[2 * k + 1]));
-            const __m512i corr = _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_permutexvar_epi32(tr, c), 7));
+            const __m512i corr =
+                _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_permutexvar_epi32(tr, c), 7));
             _mm512_storeu_si512(p.corr + (m0 + 4 * k) * 4, corr);
         }
     }
@@ -299,7 +301,8 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
                 for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4);
                 [[maybe_unused]] __m256i xh;
                 if constexpr (kH)
-                    xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
+                    xh = _mm256_loadu_si256(
+                        reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
                 for (int m = 0; m < MR; ++m) {
                     for (int v = 0; v < NV; ++v)
                         acc[m][v] = dpbusd_bcst(acc[m][v], xv[v], pq + m * kQBlock + j * 4);
