@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -19,6 +21,9 @@
 #include "kernels/ops.h"
 
 namespace deepinfer::kernels {
+namespace cpu::detail {
+GemmQTable emulated_vnni_gemm_table(); // gemm_int8_emulated.cpp
+} // namespace cpu::detail
 namespace {
 
 float e4m3_magnitude(uint8_t code) {
@@ -277,6 +282,124 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
         }
         EXPECT_LT(num / den, 1e-11);
         EXPECT_EQ(past, 0);
+    }
+}
+
+// The int8 GEMMs' code with VNNI / VBMI emulated (gemm_int8_emulated.cpp: exact AVX-512 BW sequences), so it
+// runs on every AVX-512 CPU, including those where the tests above skip (no VNNI: the dispatcher never takes
+// the int8 GEMM there). Activations quantized here by the definition (int8 per token per 128 columns, stored
+// + 128 as u8, [cols / 4, n_pad, 4]); FP4 with folded, per-group and mixed panels (48-row panels whose rows
+// differ), FP8 with 128- and 256-column blocks and rows of every magnitude range; row ranges with microtile
+// and panel tails, token counts with the 8-token ymm tail and past one 64-token group. Against the
+// double-precision definitions above, and, where the CPU has VNNI + VBMI, bit for bit against the real
+// instructions.
+TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+    const cpu::detail::GemmQTable emu = cpu::detail::emulated_vnni_gemm_table();
+    const bool real = cpu::fp8_int8_supported();
+    const cpu::detail::GemmQTable hw =
+        real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{};
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    struct Case {
+        bool fp4;
+        int64_t rows, cols, n;
+        int lo_scale, hi_scale; // FP4 group scales (FP8: block size lo_scale)
+    };
+    for (const Case& c : {Case{true, 50, 256, 24, 119, 121}, Case{true, 97, 512, 9, 120, 123},
+                          Case{true, 61, 384, 72, 100, 140}, Case{true, 130, 256, 17, 118, 125},
+                          Case{true, 7, 128, 100, 0, 3}, Case{true, 49, 256, 40, 110, 126},
+                          Case{true, 48, 1024, 128, 119, 122}, Case{false, 50, 256, 24, 128, 0},
+                          Case{false, 130, 512, 41, 256, 0}, Case{false, 19, 384, 72, 128, 0}}) {
+        SCOPED_TRACE(std::string(c.fp4 ? "fp4 " : "fp8 ") + std::to_string(c.rows) + "x" +
+                     std::to_string(c.cols) + " n=" + std::to_string(c.n) + " " + std::to_string(c.lo_scale) +
+                     ".." + std::to_string(c.hi_scale));
+        Fp8Weight s; // FP8: random_fp8; FP4: the same holder, e2m1 bytes and group scales
+        if (c.fp4) {
+            std::uniform_int_distribution<int> sc(c.lo_scale, c.hi_scale);
+            s.data.resize(c.rows * c.cols / 2);
+            s.scale.resize(c.rows * c.cols / 32);
+            for (uint8_t& b : s.data) b = static_cast<uint8_t>(byte(rng));
+            for (uint8_t& b : s.scale) b = static_cast<uint8_t>(sc(rng));
+            s.w.format = core::WeightFormat::kFp4Group;
+            s.w.rows = c.rows;
+            s.w.cols = c.cols;
+            s.w.block_rows = 1;
+            s.w.block_cols = 32;
+            s.w.data = s.data.data();
+            s.w.scale = s.scale.data();
+        } else {
+            s = random_fp8(c.rows, c.cols, c.lo_scale, &rng);
+            s.w.data = s.data.data();
+            s.w.scale = s.scale.data();
+            // Rows of every magnitude range, so every requantization step's table is used.
+            for (int64_t r = 0; r < c.rows; ++r) {
+                const int lim = byte(rng) % 127;
+                for (int64_t k = 0; k < c.cols; ++k) {
+                    uint8_t& b = s.data[r * c.cols + k];
+                    b = static_cast<uint8_t>((b & 0x80) | ((b & 0x7f) % (lim + 1)));
+                }
+            }
+        }
+        const core::Weight& w = s.w;
+        const int64_t ldx = c.cols, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;
+        const int64_t n_pad =
+            (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        std::vector<uint8_t> xq(c.cols * n_pad, 128);
+        std::vector<float> xs(c.cols / 128 * n_pad, 0.0f);
+        for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t kb = 0; kb < c.cols / 128; ++kb) {
+                const float* xb = x.data() + i * ldx + kb * 128;
+                float amax = 0.0f;
+                for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
+                const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+                xs[kb * n_pad + i] = amax / 127.0f;
+                for (int k = 0; k < 128; ++k) {
+                    const int64_t col = kb * 128 + k;
+                    xq[((col / 4) * n_pad + i) * 4 + col % 4] =
+                        static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(xb[k] * inv)) + 128);
+                }
+            }
+        }
+        std::vector<double> want(c.n * out, 0.0);
+        if (c.fp4) {
+            for (int64_t i = 0; i < c.n; ++i)
+                for (int64_t r = r0; r < r1; ++r)
+                    for (int64_t kb = 0; kb < c.cols / 128; ++kb) {
+                        double sum = 0.0;
+                        for (int64_t col = kb * 128; col < kb * 128 + 128; ++col)
+                            sum += (xq[((col / 4) * n_pad + i) * 4 + col % 4] - 128) *
+                                   static_cast<double>(w.at(r, col));
+                        want[i * out + r - r0] += sum * xs[kb * n_pad + i];
+                    }
+        } else {
+            want = emulate(s, x, c.n, ldx, r0, r1);
+        }
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
+        std::vector<float> y(c.n * ldy, -7.0f);
+        MatmulArgs a{x.data(), c.n, ldx, &w, r0, r1, y.data(), ldy, nullptr, Numerics::kFast};
+        (c.fp4 ? emu.fp4 : emu.fp8)(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
+        double num = 0.0, den = 0.0;
+        int64_t past = 0;
+        for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t r = 0; r < out; ++r) {
+                const double d = y[i * ldy + r] - want[i * out + r];
+                num += d * d;
+                den += want[i * out + r] * want[i * out + r];
+            }
+            past += y[i * ldy + out] != -7.0f;
+        }
+        EXPECT_LT(num / den, 1e-11);
+        EXPECT_EQ(past, 0);
+        if (real) {
+            std::vector<float> y_hw(c.n * ldy, -7.0f);
+            a.y = y_hw.data();
+            (c.fp4 ? hw.fp4 : hw.fp8)(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
+            EXPECT_EQ(std::memcmp(y.data(), y_hw.data(), y.size() * sizeof(float)), 0);
+        }
     }
 }
 

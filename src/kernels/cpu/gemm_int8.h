@@ -19,7 +19,9 @@ namespace deepinfer::kernels::cpu::detail {
 // FP4 e2m1 weights in 32-column groups (cols % 128 == 0): 2 x e2m1 is an exact int8; where a row's four
 // group scales in a 128-column block lie within 2^3 of each other they are folded into the int8 (shifts,
 // still exact) and the block runs the same one-sum-per-128-columns microkernel as FP8, else one sum per
-// group.
+// group. A panel's rows are decoded together (scales 16 rows per vector, one vpshufb per 64 codes from a
+// table per fold pattern, the nibbles left interleaved per 16 columns, the corrections of 16 rows reduced
+// at once). Same int8 values, sums and float order as decoding one row at a time.
 // Token granularity of both: n_pad (xq's and xs's token stride) is a multiple of 8 (tokens past a.n zero);
 // a group of 8 that does not fill a vector of 16 runs as 8 (ymm), not padded to 16.
 constexpr int64_t kGemmQPad = 8;

@@ -1,10 +1,12 @@
-// The fast (int8 VNNI) GEMM for FP8 e4m3 block weights (gemm_int8.h). Per weight row and 128-column block
+// The fast (int8 VNNI) GEMMs for FP8 e4m3 block and FP4 e2m1 group weights (gemm_int8.h). FP8: per weight
+// row and 128-column block
 // the 128 codes become int8 through a 128-entry byte table picked by the block's largest magnitude
 // (vpermi2b on the 7-bit magnitude, the sign applied by a masked subtract), with one F32 scale (block scale
 // x the table's power-of-two step) and the -128 x sum(q) correction that removes the activations' +128
-// offset. The microkernel keeps 6 rows x 4 vectors of 16 tokens of int32 accumulators over the whole 128
-// columns (one conversion per 128 multiply-adds per lane). Compiled with -mavx512vnni -mavx512vbmi;
-// reached only when the CPU reports both (linear.cpp).
+// offset; decode_fp8_panel finds the 16 largest magnitudes of 16 rows together. The microkernel keeps 6 rows
+// x 4 vectors of 16 tokens of int32 accumulators over the whole 128 columns (one conversion per 128
+// multiply-adds per lane). FP4: decode_fp4_panel below, a panel's rows at a time. Compiled with
+// -mavx512vnni -mavx512vbmi; reached only when the CPU reports both (linear.cpp).
 
 #include <immintrin.h>
 
@@ -49,114 +51,202 @@ const Fp8Tables& fp8_tables() {
 
 // Per (row, 32-column group g) a scale and a correction, stride 4 per row. A row whose 128 columns share
 // one scale (FP8; FP4 whose group scales were folded into its int8) keeps it at [m * 4] (every group's
-// entry holds it) and its correction split over the groups (the G = 1 kernel sums them).
+// entry holds it) and its correction split over the groups (the G = 1 kernel sums them). FP8 panel rows
+// are in column order, FP4 rows in the order panel_dword gives.
 struct Panel {
     int8_t* w;     // [kQRowTile, kQBlock]
     float* scale;  // [kQRowTile, 4]
     int32_t* corr; // [kQRowTile, 4]
 };
 
-inline uint8_t max_epu8(__m512i v) {
-    __m256i y = _mm256_max_epu8(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-    __m128i z = _mm_max_epu8(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
-    z = _mm_max_epu8(z, _mm_srli_si128(z, 8));
-    z = _mm_max_epu8(z, _mm_srli_si128(z, 4));
-    z = _mm_max_epu8(z, _mm_srli_si128(z, 2));
-    z = _mm_max_epu8(z, _mm_srli_si128(z, 1));
-    return static_cast<uint8_t>(_mm_cvtsi128_si32(z));
+// corr[m * 4 + g] = -128 x row m's sum over 32-column group g, from sums [rows, 16] (vpdpbusd partial sums
+// of the row's int8 against ones; 128-bit lane g = group g). 16 rows at a time: after two levels of unpack
+// + add, dword 4 L + j of c is row 4 k + j's group L; a 4 x 4 dword transpose puts it at (4 k + j) * 4 + L.
+// Rows past `rows` (to the next multiple of 16) read and write within the kQRowTile-row panel.
+void store_corrections(const int32_t* sums, int64_t rows, const Panel& p) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (int64_t m0 = 0; m0 < rows; m0 += 16) {
+        __m512i b2[8];
+        for (int i = 0; i < 8; ++i) {
+            const __m512i x0 = _mm512_load_si512(sums + (m0 + 2 * i) * 16);
+            const __m512i x1 = _mm512_load_si512(sums + (m0 + 2 * i + 1) * 16);
+            b2[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x0, x1), _mm512_unpackhi_epi32(x0, x1));
+        }
+        for (int k = 0; k < 4; ++k) {
+            const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(b2[2 * k], b2[2 * k + 1]),
+                                               _mm512_unpackhi_epi64(b2[2 * k], b2[2 * k + 1]));
+            const __m512i corr =
+                _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_permutexvar_epi32(tr, c), 7));
+            _mm512_storeu_si512(p.corr + (m0 + 4 * k) * 4, corr);
+        }
+    }
 }
 
-// One row's 128 codes at `src` (with block scale byte `s`) into panel row m; `next`: prefetch the row's
-// next block, needed after one block of compute. The caller resolves the row and scale addresses once per
-// panel (three 64-bit divisions per row and block were a fifth of the decode).
-inline void decode_fp8_block(const Fp8Tables& t, const uint8_t* src, uint8_t s, bool next, int64_t m,
-                             const Panel& p) {
-    if (next) {
-        _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + 64), _MM_HINT_T0);
-    }
-    const __m512i b0 = _mm512_loadu_si512(src), b1 = _mm512_loadu_si512(src + 64);
-    const __m512i mask = _mm512_set1_epi8(0x7f);
-    const __m512i m0 = _mm512_and_si512(b0, mask), m1 = _mm512_and_si512(b1, mask);
-    const uint8_t max_code = max_epu8(_mm512_max_epu8(m0, m1));
-    const int ef = max_code >> 3; // fp8_requant_step_log2, inlined: (max(ef, 1)) - 4
-    const int step = (ef > 1 ? ef : 1) - 4;
-    const int8_t* tab = t.tab[step + 3];
-    const __m512i lo = _mm512_load_si512(tab), hi = _mm512_load_si512(tab + 64),
-                  zero = _mm512_setzero_si512();
-    __m512i q0 = _mm512_permutex2var_epi8(lo, m0, hi), q1 = _mm512_permutex2var_epi8(lo, m1, hi);
-    q0 = _mm512_mask_sub_epi8(q0, _mm512_movepi8_mask(b0), zero, q0);
-    q1 = _mm512_mask_sub_epi8(q1, _mm512_movepi8_mask(b1), zero, q1);
-    _mm512_storeu_si512(p.w + m * kQBlock, q0);
-    _mm512_storeu_si512(p.w + m * kQBlock + 64, q1);
-    const __m512i ones = _mm512_set1_epi8(1);
-    const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, q0), ones, q1);
-    p.corr[m * 4] = -128 * _mm512_reduce_add_epi32(sum);
-    p.corr[m * 4 + 1] = p.corr[m * 4 + 2] = p.corr[m * 4 + 3] = 0;
-    p.scale[m * 4] = e8m0(s) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
+// FP4 e2m1, 32-column groups. 2 x e2m1 is an exact int8 in [-12, 12]. When a row's four group scales in a
+// 128-column block are within 2^3 of the smallest (Gaussian-like weights: nearly always), each group's
+// values are shifted left by its difference d_g (|q| <= 96: still exact) and the block has one scale.
+// tab[i], 128-bit lane g: the 16 values of 2 x e2m1 shifted left by d_g = (i >> 2g) & 3 (i = 0: unshifted).
+struct Fp4Tables {
+    alignas(64) int8_t tab[256][64];
+};
+const Fp4Tables& fp4_tables() {
+    static const Fp4Tables t = [] {
+        static constexpr int8_t kE2m1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+        Fp4Tables k{};
+        for (int i = 0; i < 256; ++i)
+            for (int g = 0; g < 4; ++g)
+                for (int c = 0; c < 16; ++c)
+                    k.tab[i][g * 16 + c] = static_cast<int8_t>(kE2m1x2[c] * (1 << ((i >> (2 * g)) & 3)));
+        return k;
+    }();
+    return t;
 }
 
-// FP4 e2m1, 32-column groups: row r's columns [kb * 128, kb * 128 + 128) into panel row m as 2 x e2m1
-// (an exact int8 in [-12, 12], vpshufb on a 16-entry table per 128-bit lane = per group, the 64 bytes'
-// low / high nibbles interleaved back into column order by vpermi2b). When the 4 group scales are within
-// 2^3 of the smallest, each group's table is shifted left by its difference (|q| <= 96: still exact) and
-// the row has one scale (returns true); otherwise per-group scales.
-bool decode_fp4_block(const core::Weight& w, int64_t r, int64_t kb, int64_t m, const Panel& p) {
-    const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * (w.cols / 2) + kb * (kQBlock / 2);
-    const uint8_t* srow = w.scale + r * (w.cols / 32) + kb * 4; // cols % 128 == 0
-    if ((kb + 1) * kQBlock < w.cols)
-        _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock / 2), _MM_HINT_T0);
-    uint8_t lo_s = srow[0], hi_s = srow[0];
-    for (int g = 1; g < 4; ++g) {
-        lo_s = srow[g] < lo_s ? srow[g] : lo_s;
-        hi_s = srow[g] > hi_s ? srow[g] : hi_s;
+// Panel dword p (4 columns of a decoded row) that holds activation column chunk k4 = 4 q + j (q = 0..7,
+// j = 0..3). FP4 rows are stored as vpunpcklbw / vpunpckhbw of their low- and high-nibble values: 128-bit
+// lane L of the first 64 bytes holds columns 32 L .. 32 L + 15, of the second 32 L + 16 .. 32 L + 31.
+template <bool kFp4Order>
+constexpr int64_t panel_dword(int64_t q, int j) {
+    return kFp4Order ? (q & 1) * 16 + (q >> 1) * 4 + j : q * 4 + j;
+}
+
+// Block kb (128 columns) of weight rows [row0, row0 + rows) into panel rows [0, rows), in three passes:
+// (1) the scales of 16 rows at a time in vectors: fold test, table index, block scale; (2) per row the 64
+// code bytes through vpshufb on the row's table (low, high nibbles), interleaved by vpunpck{l,h}bw (the
+// micro kernel reads the resulting column order through panel_dword), and the row's per-group sums of q
+// (vpdpbusd against ones) kept as a vector; (3) the sums of 16 rows reduced together (a transposing add
+// tree, ~3 ops per row instead of a horizontal reduction each) into the -128 x sum corrections. Returns
+// true when every row folded (the G = 1 kernel runs). Same int8 values, scales and corrections as one row
+// at a time (the integer sums are exact whatever their order).
+bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t kb, const Panel& p) {
+    const Fp4Tables& t = fp4_tables();
+    const int64_t sstride = w.cols / 32, cstride = w.cols / 2; // cols % 128 == 0
+    const uint8_t* scale0 = w.scale + row0 * sstride + kb * 4;
+    const uint8_t* code0 = static_cast<const uint8_t*>(w.data) + row0 * cstride + kb * (kQBlock / 2);
+    const bool next = (kb + 1) * kQBlock < w.cols;
+    alignas(64) int32_t idx[kQRowTile];
+    alignas(64) float sc[kQRowTile];
+    alignas(64) int32_t sums[kQRowTile * 16];
+    uint64_t folded = 0; // bit m: row m folded
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i vindex = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(static_cast<int32_t>(sstride)));
+    const __m512i lane_byte0 = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0x00000000);
+    for (int64_t m0 = 0; m0 < rows; m0 += 16) {
+        const __mmask16 valid = rows - m0 >= 16 ? 0xffff : static_cast<__mmask16>((1u << (rows - m0)) - 1);
+        // dword m: row m0 + m's 4 group scale bytes
+        const __m512i v = _mm512_mask_i32gather_epi32(zero, valid, vindex, scale0 + m0 * sstride, 1);
+        __m512i lo = _mm512_min_epu8(v, _mm512_srli_epi32(v, 8));
+        lo = _mm512_and_si512(_mm512_min_epu8(lo, _mm512_srli_epi32(lo, 16)), _mm512_set1_epi32(0xff));
+        __m512i hi = _mm512_max_epu8(v, _mm512_srli_epi32(v, 8));
+        hi = _mm512_and_si512(_mm512_max_epu8(hi, _mm512_srli_epi32(hi, 16)), _mm512_set1_epi32(0xff));
+        const __mmask16 fold = _mm512_cmple_epu32_mask(_mm512_sub_epi32(hi, lo), _mm512_set1_epi32(3)) &
+                               _mm512_test_epi32_mask(lo, lo) &
+                               _mm512_cmpneq_epi32_mask(hi, _mm512_set1_epi32(255)) & valid;
+        folded |= static_cast<uint64_t>(fold) << m0;
+        // d_g bytes (0..3 where folded) -> d_0 + 4 d_1 + 16 d_2 + 64 d_3
+        const __m512i d = _mm512_sub_epi8(v, _mm512_shuffle_epi8(lo, lane_byte0));
+        const __m512i ix = _mm512_maskz_dpbusd_epi32(fold, zero, d, _mm512_set1_epi32(0x40100401));
+        _mm512_store_si512(idx + m0, ix);
+        _mm512_store_ps(sc + m0, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(lo, 23)),
+                                               _mm512_set1_ps(0.5f)));
     }
-    const bool fold = hi_s - lo_s <= 3 && lo_s != 0 && hi_s != 255;
-    // The 16-entry table of 2 x e2m1 shifted left by 0..3, one per 128-bit lane; each group's lane picked.
-    const __m512i tables = _mm512_setr_epi32(
-        0x03020100, 0x0c080604, static_cast<int>(0xfdfeff00u), static_cast<int>(0xf4f8fafcu), 0x06040200,
-        0x18100c08, static_cast<int>(0xfafcfe00u), static_cast<int>(0xe8f0f4f8u), 0x0c080400, 0x30201810,
-        static_cast<int>(0xf4f8fc00u), static_cast<int>(0xd0e0e8f0u), 0x18100800, 0x60403020,
-        static_cast<int>(0xe8f0f800u), static_cast<int>(0xa0c0d0e0u));
-    // qword 2g, 2g + 1 of the index: 2 d_g, 2 d_g + 1 (d_g = s_g - lo_s when folding, else 0), built in
-    // registers (a vector load of scalar stores stalls on store forwarding).
-    int32_t s4;
-    __builtin_memcpy(&s4, srow, 4);
-    const __m128i pairs = _mm_unpacklo_epi8(_mm_cvtsi32_si128(s4), _mm_cvtsi32_si128(s4));
-    const __m512i d = fold ? _mm512_sub_epi64(_mm512_cvtepu8_epi64(pairs), _mm512_set1_epi64(lo_s))
-                           : _mm512_setzero_si512();
-    const __m512i sel = _mm512_add_epi64(_mm512_slli_epi64(d, 1), _mm512_setr_epi64(0, 1, 0, 1, 0, 1, 0, 1));
-    const __m512i table = _mm512_permutexvar_epi64(sel, tables);
-    const __m512i b = _mm512_loadu_si512(src), low = _mm512_set1_epi8(0x0f);
-    const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
-    const __m512i qo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
-    // Column 2i is byte i's low nibble, 2i + 1 its high one.
-    const __m512i idx0 =
-        _mm512_set_epi8(95, 31, 94, 30, 93, 29, 92, 28, 91, 27, 90, 26, 89, 25, 88, 24, 87, 23, 86, 22, 85,
-                        21, 84, 20, 83, 19, 82, 18, 81, 17, 80, 16, 79, 15, 78, 14, 77, 13, 76, 12, 75, 11,
-                        74, 10, 73, 9, 72, 8, 71, 7, 70, 6, 69, 5, 68, 4, 67, 3, 66, 2, 65, 1, 64, 0);
-    const __m512i idx1 = _mm512_add_epi8(idx0, _mm512_set1_epi8(32));
-    const __m512i q0 = _mm512_permutex2var_epi8(qe, idx0, qo), q1 = _mm512_permutex2var_epi8(qe, idx1, qo);
-    _mm512_storeu_si512(p.w + m * kQBlock, q0);
-    _mm512_storeu_si512(p.w + m * kQBlock + 64, q1);
-    // Sums for the correction: the row's total when folded (the G = 1 kernel adds the four entries), else
-    // per group (int32 lanes 0-7 of s0 are group 0, 8-15 group 1; s1 likewise groups 2 and 3).
-    const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-    const __m512i s0 = _mm512_dpbusd_epi32(zero, ones, q0), s1 = _mm512_dpbusd_epi32(zero, ones, q1);
-    int32_t* corr = p.corr + m * 4;
-    float* scale = p.scale + m * 4;
-    if (fold) {
-        corr[0] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(s0, s1));
-        corr[1] = corr[2] = corr[3] = 0;
-        scale[0] = scale[1] = scale[2] = scale[3] = 0.5f * e8m0(lo_s);
+    const __m512i low = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
+    for (int64_t m = 0; m < rows; ++m) {
+        const uint8_t* src = code0 + m * cstride;
+        if (next) _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock / 2), _MM_HINT_T0);
+        const __m512i table = _mm512_load_si512(t.tab[idx[m]]);
+        const __m512i b = _mm512_loadu_si512(src);
+        const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
+        const __m512i qo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
+        _mm512_storeu_si512(p.w + m * kQBlock, _mm512_unpacklo_epi8(qe, qo));
+        _mm512_storeu_si512(p.w + m * kQBlock + 64, _mm512_unpackhi_epi8(qe, qo));
+        // 128-bit lane g: group g's partial sums (qe and qo lane g are both columns 32 g .. 32 g + 31)
+        _mm512_store_si512(sums + m * 16, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, qe), ones, qo));
+    }
+    store_corrections(sums, rows, p);
+    const uint64_t all = (1ull << rows) - 1; // rows <= kQRowTile = 48
+    if (folded == all) {
+        // The G = 1 kernel: one scale per row, the four corrections summed (exact).
+        for (int64_t m = 0; m < rows; ++m) p.scale[m * 4] = sc[m];
         return true;
     }
-    corr[0] = -128 * _mm512_mask_reduce_add_epi32(0x00ff, s0);
-    corr[1] = -128 * _mm512_mask_reduce_add_epi32(0xff00, s0);
-    corr[2] = -128 * _mm512_mask_reduce_add_epi32(0x00ff, s1);
-    corr[3] = -128 * _mm512_mask_reduce_add_epi32(0xff00, s1);
-    for (int g = 0; g < 4; ++g) scale[g] = 0.5f * e8m0(srow[g]);
+    // Per-group kernel: a folded row's groups share its scale and its whole correction sits in group 0
+    // (the G = 4 kernel adds each group's scaled sum, so this keeps the float order of one row at a time).
+    for (int64_t m = 0; m < rows; ++m) {
+        int32_t* corr = p.corr + m * 4;
+        float* scale = p.scale + m * 4;
+        if ((folded >> m) & 1) {
+            corr[0] = corr[0] + corr[1] + corr[2] + corr[3];
+            corr[1] = corr[2] = corr[3] = 0;
+            scale[0] = scale[1] = scale[2] = scale[3] = sc[m];
+        } else {
+            const uint8_t* srow = scale0 + m * sstride;
+            for (int g = 0; g < 4; ++g) scale[g] = 0.5f * e8m0(srow[g]);
+        }
+    }
     return false;
+}
+
+// FP8 e4m3: block kb of the panel's rows (codes at wrow[m] + kb * 128, block scale srow[m][sb]) into panel
+// rows [0, rows), in column order. Per 16 rows: each row's largest magnitude code as a vector of 64
+// partial maxima, the 16 reduced together (a transposing max tree, ~3 ops per row instead of a horizontal
+// reduction each) into each row's table; then per row the table lookup (vpermi2b on the 7-bit magnitude,
+// the sign by a masked subtract), the scale, and the per-group sums for store_corrections. Same int8
+// values, scales and corrections as one row at a time.
+void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint8_t* const* srow,
+                      int64_t sb, int64_t kb, int64_t rows, bool next, const Panel& p) {
+    alignas(64) uint8_t tix[kQRowTile]; // row m's table: step_log2 + 3
+    alignas(64) int32_t sums[kQRowTile * 16];
+    const __m512i mask = _mm512_set1_epi8(0x7f), zero = _mm512_setzero_si512();
+    for (int64_t m0 = 0; m0 < rows; m0 += 16) {
+        __m512i v[16];
+        for (int i = 0; i < 16; ++i) { // rows past the panel's repeat its last row (no branch, no spill)
+            const uint8_t* src = wrow[min64(m0 + i, rows - 1)] + kb * kQBlock;
+            if (next) {
+                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + 64), _MM_HINT_T0);
+            }
+            v[i] = _mm512_max_epu8(_mm512_and_si512(_mm512_loadu_si512(src), mask),
+                                   _mm512_and_si512(_mm512_loadu_si512(src + 64), mask));
+        }
+        // Byte j of every 128-bit lane ends up holding row m0 + j's partial maximum.
+        for (int i = 0; i < 8; ++i)
+            v[i] = _mm512_max_epu8(_mm512_unpacklo_epi8(v[2 * i], v[2 * i + 1]),
+                                   _mm512_unpackhi_epi8(v[2 * i], v[2 * i + 1]));
+        for (int i = 0; i < 4; ++i)
+            v[i] = _mm512_max_epu8(_mm512_unpacklo_epi16(v[2 * i], v[2 * i + 1]),
+                                   _mm512_unpackhi_epi16(v[2 * i], v[2 * i + 1]));
+        for (int i = 0; i < 2; ++i)
+            v[i] = _mm512_max_epu8(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                   _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+        __m512i mx = _mm512_max_epu8(_mm512_unpacklo_epi64(v[0], v[1]), _mm512_unpackhi_epi64(v[0], v[1]));
+        mx = _mm512_max_epu8(mx, _mm512_shuffle_i32x4(mx, mx, 0x4e));
+        mx = _mm512_max_epu8(mx, _mm512_shuffle_i32x4(mx, mx, 0xb1));
+        // fp8_requant_step_log2 + 3 = max(exponent field, 1) - 1
+        const __m128i ef = _mm_and_si128(_mm_srli_epi16(_mm512_castsi512_si128(mx), 3), _mm_set1_epi8(0x1f));
+        _mm_store_si128(reinterpret_cast<__m128i*>(tix + m0), _mm_sub_epi8(_mm_max_epu8(ef, _mm_set1_epi8(1)),
+                                                                          _mm_set1_epi8(1)));
+    }
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t m = 0; m < rows; ++m) {
+        const uint8_t* src = wrow[m] + kb * kQBlock;
+        const int step = tix[m] - 3;
+        const int8_t* tab = t.tab[tix[m]];
+        const __m512i lo = _mm512_load_si512(tab), hi = _mm512_load_si512(tab + 64);
+        const __m512i b0 = _mm512_loadu_si512(src), b1 = _mm512_loadu_si512(src + 64);
+        __m512i q0 = _mm512_permutex2var_epi8(lo, _mm512_and_si512(b0, mask), hi);
+        __m512i q1 = _mm512_permutex2var_epi8(lo, _mm512_and_si512(b1, mask), hi);
+        q0 = _mm512_mask_sub_epi8(q0, _mm512_movepi8_mask(b0), zero, q0);
+        q1 = _mm512_mask_sub_epi8(q1, _mm512_movepi8_mask(b1), zero, q1);
+        _mm512_storeu_si512(p.w + m * kQBlock, q0);
+        _mm512_storeu_si512(p.w + m * kQBlock + 64, q1);
+        _mm512_store_si512(sums + m * 16, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, q0), ones, q1));
+        p.scale[m * 4] = e8m0(srow[m][sb]) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
+    }
+    store_corrections(sums, rows, p);
 }
 
 // acc += the 64 u8 x s8 products of x and the int32 at w broadcast, summed by 4 (vpdpbusd with an embedded
@@ -164,24 +254,33 @@ bool decode_fp4_block(const core::Weight& w, int64_t r, int64_t kb, int64_t m, c
 // accumulators, spills them (see docs/kernels.md).
 using Int32Unaligned = int32_t __attribute__((may_alias, aligned(1)));
 inline __m512i dpbusd_bcst(__m512i acc, __m512i x, const int8_t* w) {
+#ifdef DEEPINFER_GEMM_INT8_EMULATED
+    return _mm512_dpbusd_epi32(acc, x, _mm512_set1_epi32(*reinterpret_cast<const Int32Unaligned*>(w)));
+#else
     asm("vpdpbusd %2%{1to16%}, %1, %0"
         : "+v"(acc)
         : "v"(x), "m"(*reinterpret_cast<const Int32Unaligned*>(w)));
     return acc;
+#endif
 }
 // The same on 8 tokens (ymm): a token count that is 8 mod 16 runs its last 8 tokens at half the work of a
 // zero-padded 16 (on Zen 4 a zmm vpdpbusd is two ymm ones).
 inline __m256i dpbusd_bcst(__m256i acc, __m256i x, const int8_t* w) {
+#ifdef DEEPINFER_GEMM_INT8_EMULATED
+    return _mm256_dpbusd_epi32(acc, x, _mm256_set1_epi32(*reinterpret_cast<const Int32Unaligned*>(w)));
+#else
     asm("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*reinterpret_cast<const Int32Unaligned*>(w)));
     return acc;
+#endif
 }
 
 // ct [MR, n_pad] += panel rows [MR, 128] x tokens [NV x 16 (+ 8 if kH)] over one 128-column block.
 // G == 1: one int32 sum per (row, token) over the 128 columns, one scale per row. G == 4: per 32-column
 // group (FP4 rows whose group scales could not be folded), each group's sum scaled into ct on its own.
-template <int MR, int NV, int G, bool kH>
+// kFp4Order: the panel rows are in decode_fp4_panel's order (the same products, other weight addresses).
+template <bool kFp4Order, int MR, int NV, int G, bool kH>
 void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const float* xs, float* ct) {
-    constexpr int kK4 = kQBlock / 4 / G; // 4-column steps per group
+    constexpr int64_t kQ = kQBlock / 16 / G; // 16-column steps per group
     constexpr int kNvA = NV > 0 ? NV : 1;
     const int8_t* pw = p.w + m0 * kQBlock;
     for (int g = 0; g < G; ++g) {
@@ -193,17 +292,22 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
             for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_set1_epi32(seed);
             if constexpr (kH) acch[m] = _mm256_set1_epi32(seed);
         }
-#pragma GCC unroll 2
-        for (int k4 = g * kK4; k4 < (g + 1) * kK4; ++k4) {
-            __m512i xv[kNvA];
-            for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4);
-            [[maybe_unused]] __m256i xh;
-            if constexpr (kH)
-                xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
-            for (int m = 0; m < MR; ++m) {
-                for (int v = 0; v < NV; ++v)
-                    acc[m][v] = dpbusd_bcst(acc[m][v], xv[v], pw + m * kQBlock + k4 * 4);
-                if constexpr (kH) acch[m] = dpbusd_bcst(acch[m], xh, pw + m * kQBlock + k4 * 4);
+        for (int64_t q = g * kQ; q < (g + 1) * kQ; ++q) {
+            const int8_t* pq = pw + panel_dword<kFp4Order>(q, 0) * 4;
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                const int64_t k4 = q * 4 + j;
+                __m512i xv[kNvA];
+                for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4);
+                [[maybe_unused]] __m256i xh;
+                if constexpr (kH)
+                    xh = _mm256_loadu_si256(
+                        reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
+                for (int m = 0; m < MR; ++m) {
+                    for (int v = 0; v < NV; ++v)
+                        acc[m][v] = dpbusd_bcst(acc[m][v], xv[v], pq + m * kQBlock + j * 4);
+                    if constexpr (kH) acch[m] = dpbusd_bcst(acch[m], xh, pq + m * kQBlock + j * 4);
+                }
             }
         }
         for (int v = 0; v < NV; ++v) {
@@ -226,49 +330,49 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
 }
 
 // nv whole vectors of 16 tokens, then 8 more tokens if `half` (nv <= 3 then).
-template <int MR, int G>
+template <bool kFp4Order, int MR, int G>
 void micro_nv(int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad,
               const float* xs, float* ct) {
     if (half) {
         switch (nv) {
         case 0:
-            return micro<MR, 0, G, true>(p, m0, xq, n_pad, xs, ct);
+            return micro<kFp4Order, MR, 0, G, true>(p, m0, xq, n_pad, xs, ct);
         case 1:
-            return micro<MR, 1, G, true>(p, m0, xq, n_pad, xs, ct);
+            return micro<kFp4Order, MR, 1, G, true>(p, m0, xq, n_pad, xs, ct);
         case 2:
-            return micro<MR, 2, G, true>(p, m0, xq, n_pad, xs, ct);
+            return micro<kFp4Order, MR, 2, G, true>(p, m0, xq, n_pad, xs, ct);
         default:
-            return micro<MR, 3, G, true>(p, m0, xq, n_pad, xs, ct);
+            return micro<kFp4Order, MR, 3, G, true>(p, m0, xq, n_pad, xs, ct);
         }
     }
     switch (nv) {
     case 1:
-        return micro<MR, 1, G, false>(p, m0, xq, n_pad, xs, ct);
+        return micro<kFp4Order, MR, 1, G, false>(p, m0, xq, n_pad, xs, ct);
     case 2:
-        return micro<MR, 2, G, false>(p, m0, xq, n_pad, xs, ct);
+        return micro<kFp4Order, MR, 2, G, false>(p, m0, xq, n_pad, xs, ct);
     case 3:
-        return micro<MR, 3, G, false>(p, m0, xq, n_pad, xs, ct);
+        return micro<kFp4Order, MR, 3, G, false>(p, m0, xq, n_pad, xs, ct);
     default:
-        return micro<MR, 4, G, false>(p, m0, xq, n_pad, xs, ct);
+        return micro<kFp4Order, MR, 4, G, false>(p, m0, xq, n_pad, xs, ct);
     }
 }
 
-template <int G>
+template <bool kFp4Order, int G>
 void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad,
                     const float* xs, float* ct) {
     switch (mr) {
     case 1:
-        return micro_nv<1, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 1, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     case 2:
-        return micro_nv<2, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 2, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     case 3:
-        return micro_nv<3, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 3, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     case 4:
-        return micro_nv<4, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 4, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     case 5:
-        return micro_nv<5, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 5, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     default:
-        return micro_nv<6, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 6, G>(nv, half, p, m0, xq, n_pad, xs, ct);
     }
 }
 
@@ -301,12 +405,9 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
         for (int64_t kb = 0; kb < nkb; ++kb) {
             bool one_scale = true;
             if constexpr (kFp4) {
-                for (int64_t m = 0; m < rows; ++m)
-                    one_scale &= decode_fp4_block(w, a.row_begin + rt + m, kb, m, p);
+                one_scale = decode_fp4_panel(w, a.row_begin + rt, rows, kb, p);
             } else {
-                const int64_t sb = kb * kQBlock / w.block_cols;
-                for (int64_t m = 0; m < rows; ++m)
-                    decode_fp8_block(t, wrow[m] + kb * kQBlock, srow[m][sb], kb + 1 < nkb, m, p);
+                decode_fp8_panel(t, wrow, srow, kb * kQBlock / w.block_cols, kb, rows, kb + 1 < nkb, p);
             }
             for (int64_t i0 = 0; i0 < n_pad; i0 += 64) {
                 const int nv = static_cast<int>(min64(4, (n_pad - i0) / 16));
@@ -316,8 +417,8 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
                 for (int64_t m0 = 0; m0 < rows; m0 += 6) {
                     const int mr = static_cast<int>(min64(6, rows - m0));
                     float* c = ct + m0 * n_pad + i0;
-                    one_scale ? micro_dispatch<1>(mr, nv, half, p, m0, xqb, n_pad, xsb, c)
-                              : micro_dispatch<4>(mr, nv, half, p, m0, xqb, n_pad, xsb, c);
+                    one_scale ? micro_dispatch<kFp4, 1>(mr, nv, half, p, m0, xqb, n_pad, xsb, c)
+                              : micro_dispatch<kFp4, 4>(mr, nv, half, p, m0, xqb, n_pad, xsb, c);
                 }
             }
         }
@@ -330,7 +431,13 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
 } // namespace deepinfer::kernels::cpu::detail::gemm_vnni
 
 namespace deepinfer::kernels::cpu::detail {
+// tests/kernels/gemm_int8_emulated.cpp compiles this file again with the VNNI / VBMI instructions emulated
+// (exact AVX-512 BW sequences), so the kernels' logic is tested on CPUs without them too.
+#ifdef DEEPINFER_GEMM_INT8_EMULATED
+GemmQTable emulated_vnni_gemm_table() {
+#else
 GemmQTable avx512_vnni_gemm_table() {
+#endif
     GemmQTable t;
     t.fp8 = &gemm_vnni::gemm<false>;
     t.fp4 = &gemm_vnni::gemm<true>;
