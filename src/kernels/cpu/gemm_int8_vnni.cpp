@@ -106,8 +106,7 @@ const Fp4Tables& fp4_tables() {
 // Panel dword p (4 columns of a decoded row) that holds activation column chunk k4 = 4 q + j (q = 0..7,
 // j = 0..3). FP4 rows are stored as vpunpcklbw / vpunpckhbw of their low- and high-nibble values: 128-bit
 // lane L of the first 64 bytes holds columns 32 L .. 32 L + 15, of the second 32 L + 16 .. 32 L + 31.
-template <bool kFp4Order>
-constexpr int64_t panel_dword(int64_t q, int j) {
+template <bool kFp4Order> constexpr int64_t panel_dword(int64_t q, int j) {
     return kFp4Order ? (q & 1) * 16 + (q >> 1) * 4 + j : q * 4 + j;
 }
 
@@ -130,9 +129,9 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
     alignas(64) int32_t sums[kQRowTile * 16];
     uint64_t folded = 0; // bit m: row m folded
     const __m512i zero = _mm512_setzero_si512();
-    const __m512i vindex = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(static_cast<int32_t>(sstride)));
+    const __m512i vindex =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int32_t>(sstride)));
     const __m512i lane_byte0 = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0x00000000);
     for (int64_t m0 = 0; m0 < rows; m0 += 16) {
         const __mmask16 valid = rows - m0 >= 16 ? 0xffff : static_cast<__mmask16>((1u << (rows - m0)) - 1);
@@ -150,8 +149,8 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
         const __m512i d = _mm512_sub_epi8(v, _mm512_shuffle_epi8(lo, lane_byte0));
         const __m512i ix = _mm512_maskz_dpbusd_epi32(fold, zero, d, _mm512_set1_epi32(0x40100401));
         _mm512_store_si512(idx + m0, ix);
-        _mm512_store_ps(sc + m0, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(lo, 23)),
-                                               _mm512_set1_ps(0.5f)));
+        _mm512_store_ps(sc + m0,
+                        _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(lo, 23)), _mm512_set1_ps(0.5f)));
     }
     const __m512i low = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
     for (int64_t m = 0; m < rows; ++m) {
@@ -196,8 +195,8 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
 // reduction each) into each row's table; then per row the table lookup (vpermi2b on the 7-bit magnitude,
 // the sign by a masked subtract), the scale, and the per-group sums for store_corrections. Same int8
 // values, scales and corrections as one row at a time.
-void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint8_t* const* srow,
-                      int64_t sb, int64_t kb, int64_t rows, bool next, const Panel& p) {
+void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint8_t* const* srow, int64_t sb,
+                      int64_t kb, int64_t rows, bool next, const Panel& p) {
     alignas(64) uint8_t tix[kQRowTile]; // row m's table: step_log2 + 3
     alignas(64) int32_t sums[kQRowTile * 16];
     const __m512i mask = _mm512_set1_epi8(0x7f), zero = _mm512_setzero_si512();
@@ -227,8 +226,8 @@ void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint
         mx = _mm512_max_epu8(mx, _mm512_shuffle_i32x4(mx, mx, 0xb1));
         // fp8_requant_step_log2 + 3 = max(exponent field, 1) - 1
         const __m128i ef = _mm_and_si128(_mm_srli_epi16(_mm512_castsi512_si128(mx), 3), _mm_set1_epi8(0x1f));
-        _mm_store_si128(reinterpret_cast<__m128i*>(tix + m0), _mm_sub_epi8(_mm_max_epu8(ef, _mm_set1_epi8(1)),
-                                                                          _mm_set1_epi8(1)));
+        _mm_store_si128(reinterpret_cast<__m128i*>(tix + m0),
+                        _mm_sub_epi8(_mm_max_epu8(ef, _mm_set1_epi8(1)), _mm_set1_epi8(1)));
     }
     const __m512i ones = _mm512_set1_epi8(1);
     for (int64_t m = 0; m < rows; ++m) {
@@ -301,8 +300,8 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
                 for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4);
                 [[maybe_unused]] __m256i xh;
                 if constexpr (kH)
-                    xh = _mm256_loadu_si256(
-                        reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
+                    xh =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
                 for (int m = 0; m < MR; ++m) {
                     for (int v = 0; v < NV; ++v)
                         acc[m][v] = dpbusd_bcst(acc[m][v], xv[v], pq + m * kQBlock + j * 4);
