@@ -46,13 +46,17 @@ void quantize_gemv(const MatmulArgs& a, int8_t* xq, int32_t* corr, float* xs) {
             int8_t* dst = xq + t * cols + kb * kQBlock;
             __m512i sad[2];
             for (int h = 0; h < 2; ++h) { // columns [64h, 64h + 64): the block's bytes 32h.. and 64 + 32h..
-                __m512i q = _mm512_setzero_si512();
-                for (int m = 0; m < 4; ++m) {
-                    // |x| <= amax, so the rounded x * 127 / amax is in [-127, 127]: the low byte is the int8.
-                    const __m512i qi =
-                        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 64 * h + 16 * m), inv));
-                    q = _mm512_inserti32x4(q, _mm512_cvtepi32_epi8(qi), m);
-                }
+                // |x| <= amax, so the rounded x * 127 / amax is in [-127, 127]: the low byte is the int8.
+                // The four inserts are written out: their lane must be an immediate, and at -O1 (the
+                // sanitizer builds) a loop over it is not unrolled.
+                const auto bytes16 = [&](int m) {
+                    return _mm512_cvtepi32_epi8(
+                        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 64 * h + 16 * m), inv)));
+                };
+                __m512i q = _mm512_castsi128_si512(bytes16(0));
+                q = _mm512_inserti32x4(q, bytes16(1), 1);
+                q = _mm512_inserti32x4(q, bytes16(2), 2);
+                q = _mm512_inserti32x4(q, bytes16(3), 3);
                 const __m512i eo = _mm512_permutexvar_epi64(lows, _mm512_shuffle_epi8(q, split));
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * h), _mm512_castsi512_si256(eo));
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64 + 32 * h),
