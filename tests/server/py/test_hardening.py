@@ -255,9 +255,11 @@ class HugePrompt(unittest.TestCase):
                 self.assertEqual(e["code"], "context_length_exceeded")
                 self.assertIn("bytes cannot fit in the context", e["message"])
                 print("\n%s: 30 MiB prompt refused after %.0f ms of server CPU" % (path, cpu * 1000))
-                # The body is read and scanned once, never parsed or tokenized (before: 9 s of CPU).
+                # The body is read and scanned once, never parsed or tokenized (before: 9 s of CPU). Reading
+                # 30 MiB off the socket took 0.12 s of CPU on a loaded 2.0 GHz Skylake-SP (session 7's clean-clone
+                # run), so the bound is 0.5 s: far below the cost of parsing or tokenizing the prompt.
                 if not SANITIZED:
-                    self.assertLess(cpu, 0.1)
+                    self.assertLess(cpu, 0.5)
 
     def test_12_prompts_of_10_mib_leave_rss_at_baseline(self):
         # On this small-context model they are refused before tokenizing, so nothing is retained; a
