@@ -25,7 +25,7 @@ if [ "${DEEPINFER_TEST_SANITIZERS:-1}" = "1" ]; then
   scripts/build.sh asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --preset asan -LE 'slow|format|manual' \
-    -E 'server_py_api_(text|fake)|server_py_hardening|model_goldens_isa_|mpi_collectives_np4|_tcp$|mpi_fault_(stop|skip)|structured_(sampling|validate)|mpi_generate_|mpi_model_np4|mpi_model_v41(fp8)?_np4|mpi_cp_v41_np4|mpi_serve_tp2ep2|server_py_(compat|anthropic)_(text|fake)|server_py_slow_clients|server_py_structured_acceptance|server_py_structured_text' \
+    -E 'server_py_api_(text|fake)|server_py_hardening|model_goldens_isa_|mpi_collectives_np4|_tcp$|mpi_fault_(stop|skip)|structured_(sampling|validate)|mpi_generate_|mpi_model_np4|mpi_model_v41(fp8)?_np4|mpi_cp_v41(fp8)?_np4|mpi_serve_tp2ep2|server_py_(compat|anthropic)_(text|fake)|server_py_slow_clients|server_py_structured_acceptance|server_py_structured_text' \
     -j 2 || status=1
 
   tsan_tests=(engine_test engine_tiny_v4)
