@@ -32,12 +32,17 @@ public:
     }
 };
 
-// Logits of every golden prompt under FP8 head + fast against the goldens: max|Δ| / max|ref| over each
-// prompt's positions. The bound: e4m3 keeps 3 mantissa bits (relative rounding <= 2^-4 per weight, ~2^-6
-// RMS), which over a 64-wide dot product of O(1) activations moves a logit by a few percent of the largest
-// one; fast numerics add BF16 activations elsewhere. A head quantized with a wrong scale or layout moves
-// them by ~100%.
+// Logits of every golden prompt with the FP8 head (exact kernels elsewhere) against the goldens: max|Δ| /
+// max|ref| over each prompt's positions. The bound: e4m3 keeps 3 mantissa bits (relative rounding <= 2^-4
+// per weight, ~2^-6 RMS), which over a 64-wide dot product of O(1) activations moves a logit by a few
+// percent of the largest one. A head quantized with a wrong scale or layout moves them by ~100%.
 constexpr double kFp8HeadLogitTol = 0.05;
+// Under `fast` the other kernels also change numerics, by how much depends on the CPU: with VNNI / BF16
+// the activations are quantized to int8 / BF16 everywhere (max|Δ|/max|ref| 0.38 on these random models,
+// whose logits are full of near ties), without them only the head changes. So `fast` + auto is held to
+// the argmax: at least this share of the prefill positions agrees with the goldens (on a Zen 4 with VNNI:
+// 0.92 for V4, 0.76-0.87 for V4.1's short prompts; a head in a wrong layout agrees at chance, ~1/vocab).
+constexpr double kFastArgmaxAgreement = 0.6;
 
 TEST(HeadFp8, ParseAndNames) {
     HeadFp8 m = HeadFp8::kAuto;
@@ -160,10 +165,12 @@ TEST(HeadFp8, BoundUnderFastOnly) {
     EXPECT_EQ((*m)->weights().head.format, core::WeightFormat::kFp8Block);
 }
 
-// Every golden prompt's prefill logits (all positions) with the FP8 head: within kFp8HeadLogitTol of the
-// goldens; reports the worst deviation and the argmax agreement with the goldens.
+// Every golden prompt's prefill logits (all positions) with the FP8 head: within `tol` of the goldens
+// (tol < 0: not bounded) and agreeing on the argmax at `min_agree` of the positions; reports the worst
+// deviation and the argmax agreement with the goldens.
 template <typename Model>
-void check_goldens(const std::string& name, Numerics num, HeadFp8 head, double tol, size_t bound_len = 0) {
+void check_goldens(const std::string& name, Numerics num, HeadFp8 head, double tol, double min_agree,
+                   size_t bound_len = 0) {
     ScopedHeadMode mode(num, head);
     auto loaded = Model::load(source_path("models/" + name));
     ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
@@ -186,28 +193,30 @@ void check_goldens(const std::string& name, Numerics num, HeadFp8 head, double t
         const auto ref = g.f32(pfx + "prefill_logits");
         ASSERT_EQ(logits.size(), ref.size());
         const double e = max_rel_error(logits, ref);
-        if (bound_len == 0 || ids.size() <= bound_len) {
-            worst = std::max(worst, e);
+        if (bound_len != 0 && ids.size() > bound_len) continue;
+        worst = std::max(worst, e);
+        if (tol >= 0) {
             EXPECT_LE(e, tol) << "prompt " << i;
         }
         for (size_t t = 0; t < ids.size(); ++t, ++positions)
             agree += model::argmax(logits.data() + t * V, V) == model::argmax(ref.data() + t * V, V);
     }
     std::printf("[%s, %s numerics, head %s] prefill logits vs goldens: max|Δ|/max|ref| = %.3g (prompts of %s "
-                "tokens), argmax agreement %lld/%lld positions (all prompts)\n",
+                "tokens), argmax agreement %lld/%lld positions (the same prompts)\n",
                 name.c_str(), kernels::cpu::numerics_name(num), model::head_fp8_name(head), worst,
                 bound_len == 0 ? "any number of" : ("<= " + std::to_string(bound_len)).c_str(),
                 static_cast<long long>(agree), static_cast<long long>(positions));
-    EXPECT_GT(positions, 0);
+    ASSERT_GT(positions, 0);
+    EXPECT_GE(static_cast<double>(agree), min_agree * static_cast<double>(positions)) << name;
 }
 
 TEST(HeadFp8, V4GoldenLogitsWithinBound) {
     for (const char* name : {"tiny-v4", "tiny-v4-fp8"}) {
-        check_goldens<model::deepseek_v4::DeepseekV4Model>(name, Numerics::kFast, HeadFp8::kAuto,
-                                                           kFp8HeadLogitTol);
-        // The head's rounding alone (exact kernels elsewhere) stays within the same bound.
+        check_goldens<model::deepseek_v4::DeepseekV4Model>(name, Numerics::kFast, HeadFp8::kAuto, -1.0,
+                                                           kFastArgmaxAgreement);
+        // The head's rounding alone (exact kernels elsewhere) stays within the logit bound.
         check_goldens<model::deepseek_v4::DeepseekV4Model>(name, Numerics::kExact, HeadFp8::kOn,
-                                                           kFp8HeadLogitTol);
+                                                           kFp8HeadLogitTol, kFastArgmaxAgreement);
     }
 }
 
@@ -215,9 +224,12 @@ TEST(HeadFp8, V4GoldenLogitsWithinBound) {
 // on the long prompts (64 and 300 tokens; v41_goldens_test.cpp compares only their tokens, for the same
 // reason even under exact numerics): the bound holds on the prompts of up to 17 tokens, as there.
 TEST(HeadFp8, V41GoldenLogitsWithinBound) {
-    for (const char* name : {"tiny-v41", "tiny-v41-fp8"})
-        check_goldens<model::deepseek_v41::DeepseekV41Model>(name, Numerics::kFast, HeadFp8::kAuto,
-                                                             kFp8HeadLogitTol, 17);
+    for (const char* name : {"tiny-v41", "tiny-v41-fp8"}) {
+        check_goldens<model::deepseek_v41::DeepseekV41Model>(name, Numerics::kFast, HeadFp8::kAuto, -1.0,
+                                                             kFastArgmaxAgreement, 17);
+        check_goldens<model::deepseek_v41::DeepseekV41Model>(name, Numerics::kExact, HeadFp8::kOn,
+                                                             kFp8HeadLogitTol, kFastArgmaxAgreement, 17);
+    }
 }
 
 } // namespace
