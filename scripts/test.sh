@@ -26,28 +26,32 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 budget="${DEEPINFER_TEST_BUDGET_S:-4800}"
+sanitizers="${DEEPINFER_TEST_SANITIZERS:-1}"
 status=0
 skipped=()
 scripts/build.sh release
 ctest --preset release -j 2 -LE manual || status=1
 release_s=$SECONDS
 echo "deepinfer: release pass took ${release_s} s (budget ${budget} s)"
-# fits COST_TENTHS: true when the elapsed time plus COST_TENTHS/10 release passes stays within the budget.
-fits() { [ $((SECONDS + release_s * $1 / 10)) -le "$budget" ]; }
+# runs PASS COST_TENTHS: true when the sanitizer passes are on and the elapsed time plus COST_TENTHS/10
+# release passes stays within the budget; otherwise records PASS as skipped (when they are on).
+runs() {
+  [ "$sanitizers" = "1" ] || return 1
+  local end=$((SECONDS + release_s * $2 / 10))
+  [ "$end" -le "$budget" ] && return 0
+  skipped+=("$1 (projected end ${end} s)")
+  return 1
+}
 
-if [ "${DEEPINFER_TEST_SANITIZERS:-1}" = "1" ] && ! fits 13; then
-  skipped+=("asan (projected end $((SECONDS + release_s * 13 / 10)) s)")
-elif [ "${DEEPINFER_TEST_SANITIZERS:-1}" = "1" ]; then
+if runs asan 13; then
   scripts/build.sh asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --preset asan -LE 'slow|format|manual' \
-    -E 'server_py_api_(text|fake)|server_py_hardening|model_goldens_isa_|mpi_collectives_np4|_tcp$|mpi_fault_(stop|skip)|structured_(sampling|validate)|mpi_generate_|mpi_model_np4|mpi_model_v41(fp8)?_np4|mpi_cp_v41(fp8)?_np4|mpi_serve_tp2ep2|server_py_(compat|anthropic)_(text|fake)|server_py_slow_clients|server_py_structured_acceptance|server_py_structured_text|server_py_load|server_py_structured$|model_cli_bench_json|mpi_bench_|mpi_cp_v41|mpi_model_v41fp8|mpi_cp_np4|mpi_serve_cp4ep4|mpi_serve_fault_stop' \
+    -E 'server_py_api_(text|fake)|server_py_hardening|model_goldens_isa_|mpi_collectives_np4|_tcp$|mpi_fault_(stop|skip)|structured_(sampling|validate)|mpi_generate_|mpi_model_np4|mpi_model_v41_np4|mpi_serve_tp2ep2|server_py_(compat|anthropic)_(text|fake)|server_py_slow_clients|server_py_structured_acceptance|server_py_structured_text|server_py_load|server_py_structured$|model_cli_bench_json|mpi_bench_|mpi_cp_v41|mpi_model_v41fp8|mpi_cp_np4|mpi_serve_cp4ep4|mpi_serve_fault_stop' \
     -j 2 || status=1
 fi
 
-if [ "${DEEPINFER_TEST_SANITIZERS:-1}" = "1" ] && ! fits 5; then
-  skipped+=("tsan (projected end $((SECONDS + release_s * 5 / 10)) s)")
-elif [ "${DEEPINFER_TEST_SANITIZERS:-1}" = "1" ]; then
+if runs tsan 5; then
   tsan_tests=(engine_test engine_tiny_v4)
   [ -f tests/server/CMakeLists.txt ] && tsan_tests+=(server_test)
   [ -f build/tsan/build.ninja ] || cmake --preset tsan >/dev/null

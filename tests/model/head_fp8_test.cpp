@@ -42,7 +42,8 @@ constexpr double kFp8HeadLogitTol = 0.05;
 // whose logits are full of near ties), without them only the head changes. So `fast` + auto is held to
 // the argmax: at least this share of the prefill positions agrees with the goldens (on a Zen 4 with VNNI:
 // 0.92 for V4, 0.76-0.87 for V4.1's short prompts; a head in a wrong layout agrees at chance, ~1/vocab).
-constexpr double kFastArgmaxAgreement = 0.6;
+// The exact-numerics runs are held to it too.
+constexpr double kMinArgmaxAgreement = 0.6;
 
 TEST(HeadFp8, ParseAndNames) {
     HeadFp8 m = HeadFp8::kAuto;
@@ -213,10 +214,10 @@ void check_goldens(const std::string& name, Numerics num, HeadFp8 head, double t
 TEST(HeadFp8, V4GoldenLogitsWithinBound) {
     for (const char* name : {"tiny-v4", "tiny-v4-fp8"}) {
         check_goldens<model::deepseek_v4::DeepseekV4Model>(name, Numerics::kFast, HeadFp8::kAuto, -1.0,
-                                                           kFastArgmaxAgreement);
+                                                           kMinArgmaxAgreement);
         // The head's rounding alone (exact kernels elsewhere) stays within the logit bound.
         check_goldens<model::deepseek_v4::DeepseekV4Model>(name, Numerics::kExact, HeadFp8::kOn,
-                                                           kFp8HeadLogitTol, kFastArgmaxAgreement);
+                                                           kFp8HeadLogitTol, kMinArgmaxAgreement);
     }
 }
 
@@ -226,9 +227,9 @@ TEST(HeadFp8, V4GoldenLogitsWithinBound) {
 TEST(HeadFp8, V41GoldenLogitsWithinBound) {
     for (const char* name : {"tiny-v41", "tiny-v41-fp8"}) {
         check_goldens<model::deepseek_v41::DeepseekV41Model>(name, Numerics::kFast, HeadFp8::kAuto, -1.0,
-                                                             kFastArgmaxAgreement, 17);
+                                                             kMinArgmaxAgreement, 17);
         check_goldens<model::deepseek_v41::DeepseekV41Model>(name, Numerics::kExact, HeadFp8::kOn,
-                                                             kFp8HeadLogitTol, kFastArgmaxAgreement, 17);
+                                                             kFp8HeadLogitTol, kMinArgmaxAgreement, 17);
     }
 }
 
