@@ -233,11 +233,18 @@ bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
 // weights (bench/gemm_bench), % of the FP32 FMA peak, GEMM -> GEMV: FP8 at 24 tokens 50 -> 83%, at 128
 // 74 -> 86%; FP4 at 24 45 -> 76%, at 128 73 -> 74%; BF16 at 16 39 -> 75%, at 128 72 -> 89%. The GEMV runs
 // in chunks of at most kF32GemmTokens (matmul_isa), so a chunk's activations (2 MiB at 4096 columns) are
-// re-read from L2 / L3 by every 4-row group. F32 and F16 weights (few and small here) keep the GEMM.
+// re-read from L2 / L3 by every 4-row group. F32 weights with few rows (the mHC `fn` matrices: 24 or 4 rows
+// x 16384 columns at hc_mult 4) take the GEMV too: the GEMM transposes the whole [n, cols] activation
+// block (8 MiB at 128 tokens, rows 64 KiB apart) for 4 microtiles of work, and its 6-row tiles give the
+// pool 4 items. V4-Flash-shaped layers, 128 tokens, 2 threads: 8-12 ms -> 1.7-2.1 ms per call. Larger F32
+// and all F16 weights keep the GEMM.
+constexpr int64_t kF32GemvMaxRows = 64;
 bool gemv_beats_gemm(const MatmulArgs& a, Isa isa) {
     const core::WeightFormat f = a.w->format;
-    return isa == Isa::kAvx512 && (f == core::WeightFormat::kBF16 || f == core::WeightFormat::kFp8Block ||
-                                   f == core::WeightFormat::kFp4Group);
+    return isa == Isa::kAvx512 &&
+           (f == core::WeightFormat::kBF16 || f == core::WeightFormat::kFp8Block ||
+            f == core::WeightFormat::kFp4Group ||
+            (f == core::WeightFormat::kF32 && a.row_end - a.row_begin <= kF32GemvMaxRows));
 }
 
 // Token chunks of kBf16MaxTokens: each chunk's BF16 activations (64 x cols x 2 bytes: 512 KiB at 4096
