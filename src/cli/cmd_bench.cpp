@@ -283,7 +283,10 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     const double distinct = E * (1.0 - std::pow(1.0 - K / E, static_cast<double>(B))); // uniform routing
     const double bytes_step = tc.dense_bytes + distinct * per_expert;
     const double decode_ceiling = static_cast<double>(B) * lim.read_gb_s * 1e9 / bytes_step;
-    const double flops_token = 2.0 * (tc.dense_macs + K * tc.expert_macs);
+    // Prefill flops per prompt token: every weight but the LM head for each token, the head for the last
+    // row of each prompt only (the prefill's logits).
+    const double flops_token = 2.0 * (tc.dense_macs - tc.head_macs + K * tc.expert_macs) +
+                               2.0 * tc.head_macs / static_cast<double>(P);
     const double prefill_ceiling = lim.fma_gflop_s * 1e9 / flops_token;
 
     if (args->has("profile")) {
@@ -335,8 +338,10 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
         "step of %lld\n",
         bytes_token / 1e6, tc.dense_bytes / 1e6, static_cast<long long>(K), per_expert / 1e6,
         bytes_step / 1e6, B);
-    std::printf("prefill: %.2f tok/s  (FMA roofline %.1f tok/s at %.2f GFLOP/token: %.1f%%)\n", prefill_tps,
-                prefill_ceiling, flops_token / 1e9, 100.0 * prefill_tps / prefill_ceiling);
+    std::printf(
+        "prefill: %.2f tok/s  (FMA roofline %.1f tok/s at %.3f GFLOP/token, the head once per prompt: "
+        "%.1f%%)\n",
+        prefill_tps, prefill_ceiling, flops_token / 1e9, 100.0 * prefill_tps / prefill_ceiling);
     std::printf("decode:  %.2f tok/s  (bandwidth roofline %.1f tok/s: %.1f%%)\n", decode_tps, decode_ceiling,
                 100.0 * decode_tps / decode_ceiling);
     if (par.active())

@@ -49,9 +49,11 @@ struct ModelInfo {
 
 // Weight bytes and multiply-adds one decode token touches (bench's roofline): everything dense plus one
 // routed expert in every MoE layer (expert_*), which the runner scales by the experts a step touches.
+// head_macs: the LM head's share of dense_macs, which a prefill computes for one row per sequence only.
 struct DecodeCost {
     double dense_bytes = 0, expert_bytes = 0;
     double dense_macs = 0, expert_macs = 0;
+    double head_macs = 0;
 };
 
 // Per-stage dumps of a run (generate --dump-probes): record() after each forward of `tokens` (one

@@ -57,6 +57,7 @@ DecodeCost DeepseekV4Model::decode_cost() const {
     }
     add(w.hc_head_fn);
     add(w.head);
+    c.head_macs = static_cast<double>(w.head.rows) * w.head.cols;
     c.dense_bytes += static_cast<double>(w.embed.stored_bytes()) / w.embed.rows;
     return c;
 }

@@ -161,6 +161,8 @@ DecodeCost DeepseekV41Model::decode_cost() const {
         }
     }
     add(weights_.head);
+    c.head_macs =
+        weights_.head.data == nullptr ? 0.0 : static_cast<double>(weights_.head.rows) * weights_.head.cols;
     c.dense_bytes += static_cast<double>(weights_.embed.stored_bytes()) / weights_.embed.rows;
     return c;
 }
