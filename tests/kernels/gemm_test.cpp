@@ -87,33 +87,46 @@ Fp8Weight random_fp8(int64_t rows, int64_t cols, int bc, std::mt19937* rng) {
 // what calls over pieces of those tokens write (each piece > kGemvMaxTokens, so every ISA takes the same
 // kernel for the whole call and its pieces), and 700 tokens (past one 512-token call) likewise. (Not BF16:
 // its GEMV sums a tile of 1-3 tokens in another order than a tile of 4, so where a token falls in its
-// chunk can move its last bits; the linear harness holds it to the same tolerance against ref.)
+// chunk can move its last bits; the linear harness holds it to the same tolerance against ref.) F32 with at
+// most 64 rows (the mHC `fn` matrices: the GEMV at every token count on AVX-512) likewise.
 TEST(GemmExact, EveryTokenIsComputedAsInAnyTokenSplit) {
     core::ThreadPool pool(2);
     std::mt19937 rng(23);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::uniform_int_distribution<int> byte(0, 255), sc(118, 124);
-    const int64_t rows = 70, cols = 512;
-    const Fp8Weight fp8 = random_fp8(rows, cols, 128, &rng);
-    std::vector<uint8_t> fp4_data(rows * cols / 2), fp4_scale(rows * cols / 32);
+    const int64_t quant_rows = 70, cols = 512;
+    const Fp8Weight fp8 = random_fp8(quant_rows, cols, 128, &rng);
+    std::vector<uint8_t> fp4_data(quant_rows * cols / 2), fp4_scale(quant_rows * cols / 32);
     for (uint8_t& b : fp4_data) b = static_cast<uint8_t>(byte(rng));
     for (uint8_t& b : fp4_scale) b = static_cast<uint8_t>(sc(rng));
     core::Weight fp4;
     fp4.format = core::WeightFormat::kFp4Group;
-    fp4.rows = rows;
+    fp4.rows = quant_rows;
     fp4.cols = cols;
     fp4.block_rows = 1;
     fp4.block_cols = 32;
     fp4.data = fp4_data.data();
     fp4.scale = fp4_scale.data();
+    std::vector<float> f32_data(24 * cols);
+    for (float& v : f32_data) v = nd(rng);
+    core::Weight f32;
+    f32.format = core::WeightFormat::kF32;
+    f32.rows = 24;
+    f32.cols = cols;
+    f32.data = f32_data.data();
     std::vector<cpu::Isa> isas = {cpu::Isa::kAvx2, cpu::Isa::kAvx512};
-    for (const core::Weight* w : {&fp8.w, static_cast<const core::Weight*>(&fp4)}) {
+    for (const core::Weight* w :
+         {&fp8.w, static_cast<const core::Weight*>(&fp4), static_cast<const core::Weight*>(&f32)}) {
+        const int64_t rows = w->rows;
         for (cpu::Isa isa : isas) {
             if (!cpu::isa_supported(isa)) continue;
             for (const std::vector<int64_t>& pieces :
                  {std::vector<int64_t>{300, 0}, std::vector<int64_t>{37, 113, 150},
                   std::vector<int64_t>{700, 0}, std::vector<int64_t>{512, 9, 179}}) {
-                SCOPED_TRACE(std::string(cpu::isa_name(isa)) + (w == &fp4 ? " fp4 " : " fp8 ") +
+                SCOPED_TRACE(std::string(cpu::isa_name(isa)) +
+                             (w == &fp4   ? " fp4 "
+                              : w == &f32 ? " f32 "
+                                          : " fp8 ") +
                              std::to_string(pieces[0]));
                 int64_t n = 0;
                 for (int64_t p : pieces) n += p;
