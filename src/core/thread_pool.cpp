@@ -26,29 +26,30 @@ inline void cpu_relax() {
 
 // Spins (pause only, never yielding: a waiter that has to yield is sharing a core with the thread it waits
 // for, and should sleep instead) until done() or spin_us have passed; true when done() became true.
-template <class Done> bool spin_until(int spin_us, const Done& done) {
+// *preempted is set when the spinning thread lost its CPU meanwhile (two clock readings one round of
+// pauses apart lie kPreemptedUs or more apart): the machine has more runnable threads than cores.
+constexpr int kPreemptedUs = 30;
+template <class Done> bool spin_until(int spin_us, const Done& done, bool* preempted) {
+    *preempted = false;
     if (done()) return true;
     if (spin_us <= 0) return false;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+    auto last = std::chrono::steady_clock::now();
+    const auto deadline = last + std::chrono::microseconds(spin_us);
     for (;;) {
         for (int i = 0; i < 64; ++i) {
             cpu_relax();
             if (done()) return true;
         }
-        if (std::chrono::steady_clock::now() >= deadline) return false;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last >= std::chrono::microseconds(kPreemptedUs)) *preempted = true;
+        if (now >= deadline) return false;
+        last = now;
     }
 }
 
-// The spin actually used adapts between kMinSpinUs and the pool's spin_us: doubled after a wait the
-// spin caught, quartered after one it missed. On a quiet machine the next loop (or the worker's last
-// chunk) comes within microseconds, so the budget stays at the top; on an oversubscribed one the other
-// thread is often descheduled (or queued on the same core), spins miss, and the pool degrades to the
-// sleeping hand-off instead of burning its time slices.
-constexpr int kMinSpinUs = 2;
-int adapt_spin(int budget, bool caught, int max_us) {
-    if (max_us <= 0) return 0;
-    budget = caught ? budget * 2 : budget / 4;
-    return std::clamp(budget, std::min(kMinSpinUs, max_us), max_us);
+// Whether less than spin_us have passed since t0.
+bool within_spin(std::chrono::steady_clock::time_point t0, int spin_us) {
+    return std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(spin_us);
 }
 
 int initial_spin_us() {
@@ -78,6 +79,12 @@ int claim(std::atomic<uint64_t>& generation, uint64_t gen, int chunks) {
     }
 }
 } // namespace
+
+int ThreadPool::adapted_spin_us(int budget, bool caught, bool full_spin_would_catch, int max_us) {
+    if (max_us <= 0) return 0;
+    budget = caught ? budget * 2 : full_spin_would_catch ? max_us : budget / 4;
+    return std::clamp(budget, std::min(kMinSpinUs, max_us), max_us);
+}
 
 ThreadPool::ThreadPool(int num_threads)
     : num_threads_(std::max(1, num_threads)), id_(g_next_pool_id.fetch_add(1, std::memory_order_relaxed)) {
@@ -128,14 +135,17 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         pending_.fetch_sub(1, std::memory_order_seq_cst);
     }
     auto done = [this] { return pending_.load(std::memory_order_seq_cst) == 0; };
-    const bool caught = spin_until(caller_spin_us_, done);
-    caller_spin_us_ = adapt_spin(caller_spin_us_, caught, spin_us());
+    const auto t0 = std::chrono::steady_clock::now();
+    bool preempted = false;
+    const bool caught = spin_until(caller_spin_us_, done, &preempted);
     if (!caught) {
         std::unique_lock<std::mutex> lock(mu_);
         caller_sleeping_.store(true, std::memory_order_seq_cst);
         cv_done_.wait(lock, done);
         caller_sleeping_.store(false, std::memory_order_relaxed);
     }
+    caller_spin_us_ = ThreadPool::adapted_spin_us(caller_spin_us_, caught,
+                                                  !preempted && within_spin(t0, spin_us()), spin_us());
     fn_ = nullptr;
     busy_.store(false, std::memory_order_release);
 }
@@ -166,14 +176,17 @@ void ThreadPool::worker(int) {
             return (generation_.load(std::memory_order_seq_cst) >> 32) != seen ||
                    stop_.load(std::memory_order_seq_cst);
         };
-        const bool caught = spin_until(budget, ready);
-        budget = adapt_spin(budget, caught, spin_us());
+        const auto t0 = std::chrono::steady_clock::now();
+        bool preempted = false;
+        const bool caught = spin_until(budget, ready, &preempted);
         if (!caught) {
             std::unique_lock<std::mutex> lock(mu_);
             sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
             cv_work_.wait(lock, ready);
             sleeping_workers_.fetch_sub(1, std::memory_order_relaxed);
         }
+        budget =
+            ThreadPool::adapted_spin_us(budget, caught, !preempted && within_spin(t0, spin_us()), spin_us());
         if (stop_.load(std::memory_order_acquire)) return;
         seen = generation_.load(std::memory_order_acquire) >> 32;
         for (int idx = claim(generation_, seen, num_threads_); idx >= 0;

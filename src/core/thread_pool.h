@@ -8,10 +8,11 @@
 // model), so the hand-off is a spin, not a condition-variable round trip: a worker that finished a loop
 // watches an atomic generation counter for a while (up to spin_us, 100 us) before it sleeps, and the
 // caller watches the pending count the same way. Only a worker that has gone to sleep costs the caller a
-// notify (a futex wake); a caller that waits longer than the spin sleeps too. The spin adapts (quartered
-// after a miss, doubled after a catch, pause-only: no yield), so on an oversubscribed machine, where the
-// other thread is often descheduled or queued on the same core, the pool falls back to sleeping instead
-// of burning its time slices. DEEPINFER_POOL_SPIN_US=0 restores the plain sleeping hand-off.
+// notify (a futex wake); a caller that waits longer than the spin sleeps too. The spin adapts
+// (adapted_spin_us; pause-only: no yield), so on an oversubscribed machine, where the other thread is
+// often descheduled or queued on the same core, the pool falls back to sleeping instead of burning its
+// time slices, while on a quiet one it stays at spin_us. DEEPINFER_POOL_SPIN_US=0 restores the plain
+// sleeping hand-off.
 
 #include <atomic>
 #include <condition_variable>
@@ -43,6 +44,15 @@ public:
     // How long an idle worker (and a waiting caller) spins before it sleeps; 0 = sleep at once (the
     // condition-variable pool). Default kDefaultSpinUs, or DEEPINFER_POOL_SPIN_US at construction.
     static constexpr int kDefaultSpinUs = 100;
+    static constexpr int kMinSpinUs = 2;
+    // The spin a thread uses for its next wait, between kMinSpinUs and max_us (the pool's spin_us). A wait
+    // the spin caught doubles it. A wait it missed keeps it at max_us when the awaited event came within
+    // max_us of the wait's start anyway and the spinner was not preempted meanwhile
+    // (full_spin_would_catch: a decode step's serial work between two loops, tens of microseconds, is
+    // longer than a shrunken budget but not than spin_us); any other miss (a long idle gap, or an
+    // oversubscribed machine, where the awaited thread is often descheduled or queued on the same core)
+    // quarters it, so the pool degrades to the sleeping hand-off instead of burning its time slices.
+    static int adapted_spin_us(int budget, bool caught, bool full_spin_would_catch, int max_us);
     void set_spin_us(int us) { spin_us_.store(us < 0 ? 0 : us, std::memory_order_relaxed); }
     int spin_us() const { return spin_us_.load(std::memory_order_relaxed); }
 

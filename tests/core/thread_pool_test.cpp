@@ -87,3 +87,26 @@ TEST(ThreadPool, RunOnEachThreadReachesEveryThreadOnce) {
     ThreadPool a(2), b(2);
     EXPECT_NE(a.id(), b.id());
 }
+
+// The spin budget's rule: a caught wait doubles it; a missed wait that a full spin would have caught (the
+// event came within spin_us, the spinner was not preempted) restores spin_us, so the 20-60 us gaps of a
+// decode step cannot pin it at the floor (before, every miss quartered it and ~55% of a bench-small decode
+// step's loops found the worker asleep); any other miss quarters it, never below kMinSpinUs nor above
+// spin_us; spin_us 0 is the sleeping pool.
+TEST(ThreadPool, SpinBudgetAdaptsToTheGapsItCouldCatch) {
+    constexpr int kMin = ThreadPool::kMinSpinUs;
+    EXPECT_EQ(ThreadPool::adapted_spin_us(8, true, false, 100), 16);
+    EXPECT_EQ(ThreadPool::adapted_spin_us(80, true, false, 100), 100);
+    EXPECT_EQ(ThreadPool::adapted_spin_us(kMin, false, true, 100), 100);
+    EXPECT_EQ(ThreadPool::adapted_spin_us(100, false, false, 100), 25);
+    EXPECT_EQ(ThreadPool::adapted_spin_us(4, false, false, 100), kMin);
+    EXPECT_EQ(ThreadPool::adapted_spin_us(100, true, true, 0), 0);
+    EXPECT_EQ(ThreadPool::adapted_spin_us(100, false, true, 0), 0);
+    EXPECT_EQ(ThreadPool::adapted_spin_us(1, true, false, 1), 1);
+    // A sequence of misses the full spin would not have caught walks the budget down to the floor; one it
+    // would have caught brings it straight back.
+    int b = 100;
+    for (int i = 0; i < 10; ++i) b = ThreadPool::adapted_spin_us(b, false, false, 100);
+    EXPECT_EQ(b, kMin);
+    EXPECT_EQ(ThreadPool::adapted_spin_us(b, false, true, 100), 100);
+}
