@@ -297,6 +297,38 @@ TEST_P(LinearHarness, MultiMatchesOneCallEach) {
     }
 }
 
+// Output rows are split over the pool in chunks of 4-row groups, down to one group per chunk when a
+// weight has few rows (the mHC `fn` weights: 24 rows): whatever the split, every row is the same tile code,
+// so two threads give the one-thread result bit for bit, on every ISA and both numerics.
+TEST_P(LinearHarness, RowSplitOverThreadsIsBitIdentical) {
+    const FormatCase& fc = GetParam();
+    core::ThreadPool one(1), two(2);
+    std::mt19937 rng(15);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t rows : {6, 24, 40, 64, 200}) {
+        const int64_t cols = 1024;
+        const StoredWeight sw =
+            random_weight(fc.format, rows, cols, fc.br, fc.bc, &rng, fc.lo_scale, fc.hi_scale);
+        for (int64_t n : {1, 3}) {
+            std::vector<float> x(n * cols);
+            for (float& v : x) v = nd(rng);
+            for (Numerics num : {Numerics::kExact, Numerics::kFast}) {
+                for (Isa isa : isas()) {
+                    SCOPED_TRACE(fc.name + " rows=" + std::to_string(rows) + " n=" + std::to_string(n) + " " +
+                                 cpu::numerics_name(num) + " " + cpu::isa_name(isa));
+                    std::vector<float> y1(n * rows, -7.0f), y2(n * rows, -9.0f);
+                    MatmulArgs a{x.data(), n, cols, &sw.w, 0, rows, y1.data(), rows, &one, num};
+                    cpu::matmul_isa(a, isa);
+                    a.y = y2.data();
+                    a.pool = &two;
+                    cpu::matmul_isa(a, isa);
+                    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
+                }
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, LinearHarness, ::testing::ValuesIn(formats()),
                          [](const auto& param_info) { return param_info.param.name; });
 

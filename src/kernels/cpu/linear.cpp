@@ -72,9 +72,13 @@ bool gemv_fits(const MatmulArgs& a, int kw) {
 }
 
 // The 4-row groups per chunk are a multiple of this: whole FP8 row blocks where the weight has them (its
-// scales are folded into the activations once per block and chunk).
-int64_t row_group_align(const core::Weight& w) {
-    return w.format == core::WeightFormat::kFp8Block && w.block_rows % 4 == 0 ? w.block_rows / 4 : 8;
+// scales are folded into the activations once per block and chunk); otherwise 8 groups (32 rows), or
+// fewer when the weight has too few groups to give every thread one (the mHC `fn` weights: 24 rows, 6
+// groups, had all gone to one thread). The split never changes a result: every row is computed by the
+// same tile code whatever its chunk.
+int64_t row_group_align(const core::Weight& w, int64_t groups, int64_t threads) {
+    if (w.format == core::WeightFormat::kFp8Block && w.block_rows % 4 == 0) return w.block_rows / 4;
+    return std::clamp<int64_t>((groups + threads - 1) / threads, 1, 8);
 }
 
 // GEMV row groups (4 rows each) handed out in chunks from a shared counter instead of one fixed half per
@@ -90,7 +94,7 @@ void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, in
         return;
     }
     const int64_t threads = pool->num_threads();
-    const int64_t align = row_group_align(*a.w);
+    const int64_t align = row_group_align(*a.w, groups, threads);
     int64_t chunk = (groups + 8 * threads - 1) / (8 * threads);
     chunk = std::max(align, (chunk + align - 1) / align * align);
     std::atomic<int64_t> next{0};
@@ -126,7 +130,7 @@ void for_row_groups_multi(std::span<const MatmulArgs> args, core::ThreadPool* po
     const int64_t threads = pool->num_threads(), base = (total + 8 * threads - 1) / (8 * threads);
     int64_t items = 0;
     for (int i = 0; i < count; ++i) {
-        const int64_t align = row_group_align(*args[i].w);
+        const int64_t align = row_group_align(*args[i].w, groups[i], threads);
         chunk[i] = std::max(align, (base + align - 1) / align * align);
         first[i] = items;
         items += (groups[i] + chunk[i] - 1) / chunk[i];
