@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/ref/ops_ref.h"
 
 namespace deepinfer::kernels::cpu {
@@ -98,6 +99,7 @@ void CpuBackend::run_hc_pre(const HcPreParams& p) {
 }
 
 void CpuBackend::run_hc_post(const HcPostParams& p) {
+    const bool avx512 = active_isa() == Isa::kAvx512 && p.hc >= 1 && p.hc <= 64; // bit-identical to ref
     over_tokens(*pool_, p.T, p.hc * p.hc * p.D, [&](int64_t b, int64_t e) {
         HcPostParams q = p;
         q.T = e - b;
@@ -105,7 +107,10 @@ void CpuBackend::run_hc_post(const HcPostParams& p) {
         q.comb = p.comb + b * p.hc * p.hc;
         q.y = p.y + b * p.D;
         q.h = p.h + b * p.hc * p.D;
-        ref::hc_post(q);
+        if (avx512)
+            detail::hc_post_avx512(q);
+        else
+            ref::hc_post(q);
     });
 }
 

@@ -63,3 +63,9 @@ void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace&
 void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
 
 } // namespace deepinfer::kernels::cpu
+
+namespace deepinfer::kernels::cpu::detail {
+// ref::hc_post vectorized over columns, bit-identical to it (hyper_connection_avx512.cpp); AVX-512 CPUs
+// only, hc <= 64.
+void hc_post_avx512(const HcPostParams& p);
+} // namespace deepinfer::kernels::cpu::detail
