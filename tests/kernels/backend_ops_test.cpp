@@ -124,6 +124,9 @@ TEST(BackendOps, SparseAttentionMatchesRefExactly) {
         // Many queries: whole-query work items.
         {8, 64, 128, 8, 256, 400, 40, 0, 1},
         {8, 64, 16, 4, 64, 500, 24, 32, 2},
+        // Widths past 64 channels with a tail, and V4's 512 (the weighted sum 64 channels at a time).
+        {4, 100, 64, 4, 64, 200, 3, 16, 2},
+        {2, 512, 128, 4, 256, 300, 3, 32, 2},
     };
     for (int threads : {1, 2, 3}) {
         cpu::allow_avx512(threads != 3); // the generic path on 3 threads
