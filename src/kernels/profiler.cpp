@@ -44,6 +44,18 @@ const char* op_name(OpKind k) {
     return "?";
 }
 
+ProfileSnapshot& ProfileSnapshot::operator+=(const ProfileSnapshot& o) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+        ops[i].calls += o.ops[i].calls;
+        ops[i].seconds += o.ops[i].seconds;
+        ops[i].bytes += o.ops[i].bytes;
+        ops[i].flops += o.ops[i].flops;
+    }
+    steps += o.steps;
+    step_seconds += o.step_seconds;
+    return *this;
+}
+
 OpStats ProfileSnapshot::total() const {
     OpStats t;
     for (size_t i = 0; i < ops.size(); ++i) {

@@ -50,6 +50,7 @@ struct ProfileSnapshot {
     int64_t steps = 0;       // forward passes recorded
     double step_seconds = 0; // wall time of those forwards
     OpStats total() const;   // every op run on the forward's thread (all but kEngramGather)
+    ProfileSnapshot& operator+=(const ProfileSnapshot& o); // op by op (several profiled runs summed)
 };
 
 // Ceilings to report each op against (0 = unknown: the fraction column is left out).
