@@ -26,30 +26,36 @@ inline void cpu_relax() {
 
 // Spins (pause only, never yielding: a waiter that has to yield is sharing a core with the thread it waits
 // for, and should sleep instead) until done() or spin_us have passed; true when done() became true.
-// *preempted is set when the spinning thread lost its CPU meanwhile (two clock readings one round of
-// pauses apart lie kPreemptedUs or more apart): the machine has more runnable threads than cores.
+// On a miss, *start is when the wait began (unset when done() held at once), and *preempted whether
+// the spinning thread lost its CPU meanwhile (two clock readings one round of pauses apart lie
+// kPreemptedUs or more apart): the machine has more runnable threads than cores.
 constexpr int kPreemptedUs = 30;
-template <class Done> bool spin_until(int spin_us, const Done& done, bool* preempted) {
+using Clock = std::chrono::steady_clock;
+template <class Done>
+bool spin_until(int spin_us, const Done& done, Clock::time_point* start, bool* preempted) {
     *preempted = false;
     if (done()) return true;
+    auto last = Clock::now();
+    *start = last;
     if (spin_us <= 0) return false;
-    auto last = std::chrono::steady_clock::now();
     const auto deadline = last + std::chrono::microseconds(spin_us);
     for (;;) {
         for (int i = 0; i < 64; ++i) {
             cpu_relax();
             if (done()) return true;
         }
-        const auto now = std::chrono::steady_clock::now();
+        const auto now = Clock::now();
         if (now - last >= std::chrono::microseconds(kPreemptedUs)) *preempted = true;
         if (now >= deadline) return false;
         last = now;
     }
 }
 
-// Whether less than spin_us have passed since t0.
-bool within_spin(std::chrono::steady_clock::time_point t0, int spin_us) {
-    return std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(spin_us);
+// Whether a wait the spin missed ended within spin_us of the spin's start and the spinner was not preempted
+// (adapted_spin_us's full_spin_would_catch). Asked only after a miss: a caught wait reads the clock at most
+// once (none when the work was already done).
+bool full_spin_would_catch(Clock::time_point start, bool preempted, int spin_us) {
+    return !preempted && Clock::now() - start < std::chrono::microseconds(spin_us);
 }
 
 int initial_spin_us() {
@@ -135,17 +141,17 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         pending_.fetch_sub(1, std::memory_order_seq_cst);
     }
     auto done = [this] { return pending_.load(std::memory_order_seq_cst) == 0; };
-    const auto t0 = std::chrono::steady_clock::now();
+    Clock::time_point start;
     bool preempted = false;
-    const bool caught = spin_until(caller_spin_us_, done, &preempted);
+    const bool caught = spin_until(caller_spin_us_, done, &start, &preempted);
     if (!caught) {
         std::unique_lock<std::mutex> lock(mu_);
         caller_sleeping_.store(true, std::memory_order_seq_cst);
         cv_done_.wait(lock, done);
         caller_sleeping_.store(false, std::memory_order_relaxed);
     }
-    caller_spin_us_ = ThreadPool::adapted_spin_us(caller_spin_us_, caught,
-                                                  !preempted && within_spin(t0, spin_us()), spin_us());
+    caller_spin_us_ = ThreadPool::adapted_spin_us(
+        caller_spin_us_, caught, !caught && full_spin_would_catch(start, preempted, spin_us()), spin_us());
     fn_ = nullptr;
     busy_.store(false, std::memory_order_release);
 }
@@ -176,17 +182,17 @@ void ThreadPool::worker(int) {
             return (generation_.load(std::memory_order_seq_cst) >> 32) != seen ||
                    stop_.load(std::memory_order_seq_cst);
         };
-        const auto t0 = std::chrono::steady_clock::now();
+        Clock::time_point start;
         bool preempted = false;
-        const bool caught = spin_until(budget, ready, &preempted);
+        const bool caught = spin_until(budget, ready, &start, &preempted);
         if (!caught) {
             std::unique_lock<std::mutex> lock(mu_);
             sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
             cv_work_.wait(lock, ready);
             sleeping_workers_.fetch_sub(1, std::memory_order_relaxed);
         }
-        budget =
-            ThreadPool::adapted_spin_us(budget, caught, !preempted && within_spin(t0, spin_us()), spin_us());
+        budget = ThreadPool::adapted_spin_us(
+            budget, caught, !caught && full_spin_would_catch(start, preempted, spin_us()), spin_us());
         if (stop_.load(std::memory_order_acquire)) return;
         seen = generation_.load(std::memory_order_acquire) >> 32;
         for (int idx = claim(generation_, seen, num_threads_); idx >= 0;

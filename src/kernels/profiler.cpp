@@ -45,12 +45,7 @@ const char* op_name(OpKind k) {
 }
 
 ProfileSnapshot& ProfileSnapshot::operator+=(const ProfileSnapshot& o) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-        ops[i].calls += o.ops[i].calls;
-        ops[i].seconds += o.ops[i].seconds;
-        ops[i].bytes += o.ops[i].bytes;
-        ops[i].flops += o.ops[i].flops;
-    }
+    for (size_t i = 0; i < ops.size(); ++i) ops[i] += o.ops[i];
     steps += o.steps;
     step_seconds += o.step_seconds;
     return *this;
@@ -60,11 +55,7 @@ OpStats ProfileSnapshot::total() const {
     OpStats t;
     for (size_t i = 0; i < ops.size(); ++i) {
         if (static_cast<OpKind>(i) == OpKind::kEngramGather) continue; // overlapped, on another thread
-        const OpStats& s = ops[i];
-        t.calls += s.calls;
-        t.seconds += s.seconds;
-        t.bytes += s.bytes;
-        t.flops += s.flops;
+        t += ops[i];
     }
     return t;
 }
@@ -96,12 +87,8 @@ void print_profile(std::FILE* out, const ProfileSnapshot& s, const Roofline& roo
     // The weight matmuls together (issue 9's prefill acceptance: their flops / their time against the FP32
     // FMA and int8 VNNI peaks of the same run). moe_experts' time includes its gather / SwiGLU / scatter.
     OpStats mm;
-    for (OpKind k : {OpKind::kLinear, OpKind::kMoeExperts, OpKind::kLmHead}) {
-        const OpStats& o = s.ops[static_cast<size_t>(k)];
-        mm.calls += o.calls;
-        mm.seconds += o.seconds;
-        mm.flops += o.flops;
-    }
+    for (OpKind k : {OpKind::kLinear, OpKind::kMoeExperts, OpKind::kLmHead})
+        mm += s.ops[static_cast<size_t>(k)];
     if (mm.calls > 0 && mm.seconds > 0) {
         const double gfs = mm.flops / mm.seconds / 1e9;
         std::fprintf(

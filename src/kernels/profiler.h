@@ -43,6 +43,13 @@ struct OpStats {
     double seconds = 0;
     double bytes = 0; // bytes read + written (weights as stored)
     double flops = 0;
+    OpStats& operator+=(const OpStats& o) {
+        calls += o.calls;
+        seconds += o.seconds;
+        bytes += o.bytes;
+        flops += o.flops;
+        return *this;
+    }
 };
 
 struct ProfileSnapshot {

@@ -93,11 +93,10 @@ void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t t0, const int8_t* xq, c
     const uint8_t*
         next[R]; // the next tile's rows, prefetched into L2 by the first token tile (linear_impl.h)
     const bool prefetch = t0 == 0;
-    const int64_t ahead = prefetch_ahead_rows(R, cols / 2);
     for (int i = 0; i < R; ++i) {
         wrow[i] = static_cast<const uint8_t*>(w.data) + (r + i) * (cols / 2);
         srow[i] = w.scale + (r + i) * (cols / 32);
-        next[i] = r + i + ahead < w.rows ? wrow[i] + ahead * (cols / 2) : wrow[i];
+        next[i] = static_cast<const uint8_t*>(w.data) + prefetch_row(r + i, R, cols / 2, w.rows) * (cols / 2);
     }
     __m512 f[R][T];
     for (int i = 0; i < R; ++i)

@@ -58,10 +58,9 @@ void tile(const MatmulArgs& a, int64_t r, int64_t t0, const uint16_t* xb, float 
     constexpr int64_t kBytes = kFp8 ? 1 : 2;
     const char* next[R];
     const bool prefetch = t0 == 0;
-    const int64_t ahead = prefetch_ahead_rows(R, cols * kBytes);
     for (int i = 0; i < R; ++i)
-        next[i] = static_cast<const char*>(w.data) +
-                  (r + i + ahead < w.rows ? r + i + ahead : r + i) * cols * kBytes;
+        next[i] =
+            static_cast<const char*>(w.data) + prefetch_row(r + i, R, cols * kBytes, w.rows) * cols * kBytes;
     if constexpr (T == 1 && R > 1) {
         // One token: the rows in a loop that is not unrolled, their accumulators in an L1 array (the exact
         // GEMV's batch-1 BF16 loop, linear_impl.h: on Zen 4 it issues its weight loads less far ahead and

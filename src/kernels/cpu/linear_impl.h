@@ -182,7 +182,7 @@ template <WeightFormat F> inline int64_t row_bytes(int64_t cols) {
 // 2-vCPU Zen 4 the BF16 GEMV streamed at 23 GB/s (1024 columns) / 39 GB/s (4096) against a 62 GB/s read of
 // the same bytes, and at 61 / 59 GB/s with this prefetch (an L1 prefetch, prefetcht0, or one a fixed
 // distance ahead in the same row did not help). A tile of short rows is streamed in fewer steps than its
-// prefetch needs to land, so the prefetch reaches at least kPrefetchAheadBytes ahead (prefetch_ahead_rows,
+// prefetch needs to land, so the prefetch reaches at least kPrefetchAheadBytes ahead (prefetch_row,
 // linear_kernels.h): whole tiles further on where a tile holds less (BF16 rows of 512 columns, 4 KiB a tile:
 // the next tile but one; on the 2-vCPU Zen 4 bench-small's expert down-projections, 1024 x 512,
 // went 21.7-26.3 -> 24.8-28.9 GB/s against a 29-34 GB/s read, interleaved; 16 KiB ahead measured the same).
@@ -192,9 +192,8 @@ template <int R, WeightFormat F> struct NextTile {
     const char* p[R];
     NextTile(const core::Weight& w, int64_t r) {
         const int64_t rb = row_bytes<F>(w.cols);
-        const int64_t ahead = prefetch_ahead_rows(R, rb);
         const char* base = static_cast<const char*>(w.data);
-        for (int i = 0; i < R; ++i) p[i] = base + (r + i + ahead < w.rows ? r + i + ahead : r + i) * rb;
+        for (int i = 0; i < R; ++i) p[i] = base + prefetch_row(r + i, R, rb, w.rows) * rb;
     }
     // Row i's line holding byte `off` of the row.
     void at(int i, int64_t off) const { __builtin_prefetch(p[i] + off, 0, 2); }

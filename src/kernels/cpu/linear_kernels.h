@@ -16,14 +16,16 @@ bool int8_gemv_supported();
 
 namespace deepinfer::kernels::cpu::detail {
 
-// Rows between a GEMV tile of R rows of `row_bytes` each and the tile its loop prefetches into L2 (the
-// next-tile prefetch: NextTile in linear_impl.h, the fast BF16 and int8 GEMVs): the next tile, or whole
-// tiles further on where a tile holds less than kPrefetchAheadBytes, so a tile of short rows, streamed in
-// few steps, still prefetches far enough ahead for the lines to land.
+// The row whose bytes row `row` of a GEMV tile of R rows (`row_bytes` each, `rows` in the weight)
+// prefetches into L2 (the next-tile prefetch: NextTile in linear_impl.h, the fast BF16 and int8 GEMVs):
+// the same row of the next tile, or of a tile further on where a tile holds less than kPrefetchAheadBytes,
+// so a tile of short rows, streamed in few steps, still prefetches far enough ahead for the lines to land.
+// A row past the weight's end prefetches itself, so no address outside the weight is touched.
 constexpr int64_t kPrefetchAheadBytes = 8192;
-constexpr int64_t prefetch_ahead_rows(int64_t R, int64_t row_bytes) {
+constexpr int64_t prefetch_row(int64_t row, int64_t R, int64_t row_bytes, int64_t rows) {
     const int64_t tile = R * row_bytes;
-    return tile >= kPrefetchAheadBytes || tile <= 0 ? R : R * (kPrefetchAheadBytes / tile);
+    const int64_t ahead = tile >= kPrefetchAheadBytes || tile <= 0 ? R : R * (kPrefetchAheadBytes / tile);
+    return row + ahead < rows ? row + ahead : row;
 }
 
 // GEMV (few tokens): output rows [r0, r1) (relative to a.row_begin) for all a.n tokens, weights decoded in
