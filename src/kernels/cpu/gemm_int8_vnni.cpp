@@ -123,7 +123,7 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
     const int64_t sstride = w.cols / 32, cstride = w.cols / 2; // cols % 128 == 0
     const uint8_t* scale0 = w.scale + row0 * sstride + kb * 4;
     const uint8_t* code0 = static_cast<const uint8_t*>(w.data) + row0 * cstride + kb * (kQBlock / 2);
-    const bool next = (kb + 1) * kQBlock < w.cols;
+    const bool next2 = (kb + 2) * kQBlock < w.cols; // prefetch two blocks ahead
     alignas(64) int32_t idx[kQRowTile];
     alignas(64) float sc[kQRowTile];
     alignas(64) int32_t sums[kQRowTile * 16];
@@ -155,7 +155,7 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
     const __m512i low = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
     for (int64_t m = 0; m < rows; ++m) {
         const uint8_t* src = code0 + m * cstride;
-        if (next) _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock / 2), _MM_HINT_T0);
+        if (next2) _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
         const __m512i table = _mm512_load_si512(t.tab[idx[m]]);
         const __m512i b = _mm512_loadu_si512(src);
         const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
@@ -246,6 +246,49 @@ void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint
         p.scale[m * 4] = e8m0(srow[m][sb]) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
     }
     store_corrections(sums, rows, p);
+}
+
+// r[m] = row m of a 16 x 16 float block; on return r[i] = its column i (4 rounds of 16 shuffles).
+inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < 4; ++j) {
+            t[8 * h + j] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + 4 + j], 0x88);
+            t[8 * h + 4 + j] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + 4 + j], 0xdd);
+        }
+    for (int j = 0; j < 8; ++j) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+    }
+}
+
+// y[i * ldy + m] = ct[m * n_pad + i] (m < rows, i < n): 16 rows x 16 tokens at a time through registers,
+// so each token's 16 rows leave in one 64-byte store. One scalar store per element filled the store queue
+// while a large output's lines were fetched (wq_b's 16 MiB at 128 tokens); rows past the last 16 scalar.
+void store_transposed(const float* ct, int64_t rows, int64_t n, int64_t n_pad, float* y, int64_t ldy) {
+    const int64_t r16 = rows / 16 * 16;
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {
+        const int64_t cnt = min64(16, n - i0);
+        const __mmask16 k = static_cast<__mmask16>((1u << cnt) - 1);
+        for (int64_t m0 = 0; m0 < r16; m0 += 16) {
+            __m512 r[16];
+            for (int m = 0; m < 16; ++m) r[m] = _mm512_maskz_loadu_ps(k, ct + (m0 + m) * n_pad + i0);
+            transpose16(r);
+            for (int64_t i = 0; i < cnt; ++i) _mm512_storeu_ps(y + (i0 + i) * ldy + m0, r[i]);
+        }
+    }
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t m = r16; m < rows; ++m) y[i * ldy + m] = ct[m * n_pad + i];
 }
 
 // acc += the 64 u8 x s8 products of x and the int32 at w broadcast, summed by 4 (vpdpbusd with an embedded
@@ -421,8 +464,7 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
                 }
             }
         }
-        for (int64_t i = 0; i < a.n; ++i)
-            for (int64_t m = 0; m < rows; ++m) a.y[i * a.ldy + (rt + m)] = ct[m * n_pad + i];
+        store_transposed(ct, rows, a.n, n_pad, a.y + rt, a.ldy);
     }
 }
 
