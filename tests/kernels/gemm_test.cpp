@@ -391,7 +391,7 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
         } else {
             want = emulate(s, x, c.n, ldx, r0, r1);
         }
-        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad, c.cols));
         std::vector<float> y(c.n * ldy, -7.0f);
         MatmulArgs a{x.data(), c.n, ldx, &w, r0, r1, y.data(), ldy, nullptr, Numerics::kFast};
         (c.fp4 ? emu.fp4 : emu.fp8)(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());

@@ -2,7 +2,7 @@
 // Internal: int8 VNNI GEMMs for Numerics::kFast beyond FP4 (docs/kernels.md, "fast, prefill"). They take
 // the activations linear.cpp's int8 path already quantizes (Int8Table::quantize: xq [cols / 4, n_pad, 4] as
 // u8 = int8 + 128, xs [cols / kQBlock, n_pad] scales) and write output rows [r0, r1) (relative to
-// a.row_begin) for all a.n tokens, with scratch of int8_scratch_floats(n_pad) floats. Nothing here
+// a.row_begin) for all a.n tokens, with scratch of int8_scratch_floats(n_pad, cols) floats. Nothing here
 // allocates.
 
 #include <cstdint>
@@ -20,8 +20,10 @@ namespace deepinfer::kernels::cpu::detail {
 // group scales in a 128-column block lie within 2^3 of each other they are folded into the int8 (shifts,
 // still exact) and the block runs the same one-sum-per-128-columns microkernel as FP8, else one sum per
 // group. A panel's rows are decoded together (scales 16 rows per vector, one vpshufb per 64 codes from a
-// table per fold pattern, the nibbles left interleaved per 16 columns, the corrections of 16 rows reduced
-// at once). Same int8 values, sums and float order as decoding one row at a time.
+// table per fold pattern, the nibbles left interleaved per 16 columns). Same int8 values, sums and float
+// order as decoding one row at a time. Both keep the panel's weights as u8 = int8 + 128 and remove the
+// offset through per-token seeds (-128 x the token's activation sum per block), so no weight row carries a
+// correction.
 // Token granularity of both: n_pad (xq's and xs's token stride) is a multiple of 8 (tokens past a.n zero);
 // a group of 8 that does not fill a vector of 16 runs as 8 (ymm), not padded to 16.
 constexpr int64_t kGemmQPad = 8;

@@ -2,10 +2,11 @@
 // row and 128-column block
 // the 128 codes become int8 through a 128-entry byte table picked by the block's largest magnitude
 // (vpermi2b on the 7-bit magnitude, the sign applied by a masked subtract), with one F32 scale (block scale
-// x the table's power-of-two step) and the -128 x sum(q) correction that removes the activations' +128
-// offset; decode_fp8_panel finds the 16 largest magnitudes of 16 rows together. The microkernel keeps 6 rows
-// x 4 vectors of 16 tokens of int32 accumulators over the whole 128 columns (one conversion per 128
-// multiply-adds per lane). FP4: decode_fp4_panel below, a panel's rows at a time. Compiled with
+// x the table's power-of-two step); decode_fp8_panel finds the 16 largest magnitudes of 16 rows together.
+// The panel holds weights as u8 = int8 + 128, the activations enter as int8, and each accumulator starts
+// from its token's -128 x sum (block_seeds, once per call). The microkernel keeps 6 rows x 4 vectors of 16
+// tokens of int32 accumulators over the whole 128 columns (one conversion per 128 multiply-adds per lane).
+// FP4: decode_fp4_panel below, a panel's rows at a time. Compiled with
 // -mavx512vnni -mavx512vbmi; reached only when the CPU reports both (linear.cpp).
 
 #include <immintrin.h>
@@ -49,44 +50,20 @@ const Fp8Tables& fp8_tables() {
     return t;
 }
 
-// Per (row, 32-column group g) a scale and a correction, stride 4 per row. A row whose 128 columns share
-// one scale (FP8; FP4 whose group scales were folded into its int8) keeps it at [m * 4] (every group's
-// entry holds it) and its correction split over the groups (the G = 1 kernel sums them). FP8 panel rows
-// are in column order, FP4 rows in the order panel_dword gives.
+// The panel's weights as u8 = int8 + 128 (vpdpbusd's unsigned operand; the activations are the signed one,
+// and the +128 is removed once per token, prep_block) and per (row, 32-column group g) a scale, stride 4 per
+// row. A row whose 128 columns share one scale (FP8; FP4 whose group scales were folded into its int8)
+// keeps it at [m * 4]. FP8 panel rows are in column order, FP4 rows in the order panel_dword gives.
 struct Panel {
-    int8_t* w;     // [kQRowTile, kQBlock]
-    float* scale;  // [kQRowTile, 4]
-    int32_t* corr; // [kQRowTile, 4]
+    int8_t* w;    // [kQRowTile, kQBlock]
+    float* scale; // [kQRowTile, 4]
 };
-
-// corr[m * 4 + g] = -128 x row m's sum over 32-column group g, from sums [rows, 16] (vpdpbusd partial sums
-// of the row's int8 against ones; 128-bit lane g = group g). 16 rows at a time: after two levels of unpack
-// + add, dword 4 L + j of c is row 4 k + j's group L; a 4 x 4 dword transpose puts it at (4 k + j) * 4 + L.
-// Rows past `rows` (to the next multiple of 16) read and write within the kQRowTile-row panel.
-void store_corrections(const int32_t* sums, int64_t rows, const Panel& p) {
-    const __m512i zero = _mm512_setzero_si512();
-    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    for (int64_t m0 = 0; m0 < rows; m0 += 16) {
-        __m512i b2[8];
-        for (int i = 0; i < 8; ++i) {
-            const __m512i x0 = _mm512_load_si512(sums + (m0 + 2 * i) * 16);
-            const __m512i x1 = _mm512_load_si512(sums + (m0 + 2 * i + 1) * 16);
-            b2[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(x0, x1), _mm512_unpackhi_epi32(x0, x1));
-        }
-        for (int k = 0; k < 4; ++k) {
-            const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(b2[2 * k], b2[2 * k + 1]),
-                                               _mm512_unpackhi_epi64(b2[2 * k], b2[2 * k + 1]));
-            const __m512i corr =
-                _mm512_sub_epi32(zero, _mm512_slli_epi32(_mm512_permutexvar_epi32(tr, c), 7));
-            _mm512_storeu_si512(p.corr + (m0 + 4 * k) * 4, corr);
-        }
-    }
-}
 
 // FP4 e2m1, 32-column groups. 2 x e2m1 is an exact int8 in [-12, 12]. When a row's four group scales in a
 // 128-column block are within 2^3 of the smallest (Gaussian-like weights: nearly always), each group's
 // values are shifted left by its difference d_g (|q| <= 96: still exact) and the block has one scale.
-// tab[i], 128-bit lane g: the 16 values of 2 x e2m1 shifted left by d_g = (i >> 2g) & 3 (i = 0: unshifted).
+// tab[i], 128-bit lane g: the 16 values of 2 x e2m1 shifted left by d_g = (i >> 2g) & 3 (i = 0: unshifted),
+// + 128 (the panel's u8).
 struct Fp4Tables {
     alignas(64) int8_t tab[256][64];
 };
@@ -97,7 +74,8 @@ const Fp4Tables& fp4_tables() {
         for (int i = 0; i < 256; ++i)
             for (int g = 0; g < 4; ++g)
                 for (int c = 0; c < 16; ++c)
-                    k.tab[i][g * 16 + c] = static_cast<int8_t>(kE2m1x2[c] * (1 << ((i >> (2 * g)) & 3)));
+                    k.tab[i][g * 16 + c] = static_cast<int8_t>(
+                        static_cast<uint8_t>(kE2m1x2[c] * (1 << ((i >> (2 * g)) & 3)) + 128));
         return k;
     }();
     return t;
@@ -110,23 +88,19 @@ template <bool kFp4Order> constexpr int64_t panel_dword(int64_t q, int j) {
     return kFp4Order ? (q & 1) * 16 + (q >> 1) * 4 + j : q * 4 + j;
 }
 
-// Block kb (128 columns) of weight rows [row0, row0 + rows) into panel rows [0, rows), in three passes:
+// Block kb (128 columns) of weight rows [row0, row0 + rows) into panel rows [0, rows), in two passes:
 // (1) the scales of 16 rows at a time in vectors: fold test, table index, block scale; (2) per row the 64
 // code bytes through vpshufb on the row's table (low, high nibbles), interleaved by vpunpck{l,h}bw (the
-// micro kernel reads the resulting column order through panel_dword), and the row's per-group sums of q
-// (vpdpbusd against ones) kept as a vector; (3) the sums of 16 rows reduced together (a transposing add
-// tree, ~3 ops per row instead of a horizontal reduction each) into the -128 x sum corrections. Returns
-// true when every row folded (the G = 1 kernel runs). Same int8 values, scales and corrections as one row
-// at a time (the integer sums are exact whatever their order).
+// micro kernel reads the resulting column order through panel_dword). Returns true when every row folded
+// (the G = 1 kernel runs).
 bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t kb, const Panel& p) {
     const Fp4Tables& t = fp4_tables();
     const int64_t sstride = w.cols / 32, cstride = w.cols / 2; // cols % 128 == 0
     const uint8_t* scale0 = w.scale + row0 * sstride + kb * 4;
     const uint8_t* code0 = static_cast<const uint8_t*>(w.data) + row0 * cstride + kb * (kQBlock / 2);
-    const bool next2 = (kb + 2) * kQBlock < w.cols; // prefetch two blocks ahead
+    const bool next = (kb + 1) * kQBlock < w.cols;
     alignas(64) int32_t idx[kQRowTile];
     alignas(64) float sc[kQRowTile];
-    alignas(64) int32_t sums[kQRowTile * 16];
     uint64_t folded = 0; // bit m: row m folded
     const __m512i zero = _mm512_setzero_si512();
     const __m512i vindex =
@@ -152,34 +126,28 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
         _mm512_store_ps(sc + m0,
                         _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(lo, 23)), _mm512_set1_ps(0.5f)));
     }
-    const __m512i low = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    int8_t* pw = p.w;
     for (int64_t m = 0; m < rows; ++m) {
         const uint8_t* src = code0 + m * cstride;
-        if (next2) _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
+        if (next) _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock / 2), _MM_HINT_T0);
         const __m512i table = _mm512_load_si512(t.tab[idx[m]]);
         const __m512i b = _mm512_loadu_si512(src);
         const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
         const __m512i qo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
-        _mm512_storeu_si512(p.w + m * kQBlock, _mm512_unpacklo_epi8(qe, qo));
-        _mm512_storeu_si512(p.w + m * kQBlock + 64, _mm512_unpackhi_epi8(qe, qo));
-        // 128-bit lane g: group g's partial sums (qe and qo lane g are both columns 32 g .. 32 g + 31)
-        _mm512_store_si512(sums + m * 16, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, qe), ones, qo));
+        _mm512_storeu_si512(pw + m * kQBlock, _mm512_unpacklo_epi8(qe, qo));
+        _mm512_storeu_si512(pw + m * kQBlock + 64, _mm512_unpackhi_epi8(qe, qo));
     }
-    store_corrections(sums, rows, p);
     const uint64_t all = (1ull << rows) - 1; // rows <= kQRowTile = 48
     if (folded == all) {
-        // The G = 1 kernel: one scale per row, the four corrections summed (exact).
+        // The G = 1 kernel: one scale per row.
         for (int64_t m = 0; m < rows; ++m) p.scale[m * 4] = sc[m];
         return true;
     }
-    // Per-group kernel: a folded row's groups share its scale and its whole correction sits in group 0
-    // (the G = 4 kernel adds each group's scaled sum, so this keeps the float order of one row at a time).
+    // Per-group kernel: a folded row's groups share its scale.
     for (int64_t m = 0; m < rows; ++m) {
-        int32_t* corr = p.corr + m * 4;
         float* scale = p.scale + m * 4;
         if ((folded >> m) & 1) {
-            corr[0] = corr[0] + corr[1] + corr[2] + corr[3];
-            corr[1] = corr[2] = corr[3] = 0;
             scale[0] = scale[1] = scale[2] = scale[3] = sc[m];
         } else {
             const uint8_t* srow = scale0 + m * sstride;
@@ -192,14 +160,13 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
 // FP8 e4m3: block kb of the panel's rows (codes at wrow[m] + kb * 128, block scale srow[m][sb]) into panel
 // rows [0, rows), in column order. Per 16 rows: each row's largest magnitude code as a vector of 64
 // partial maxima, the 16 reduced together (a transposing max tree, ~3 ops per row instead of a horizontal
-// reduction each) into each row's table; then per row the table lookup (vpermi2b on the 7-bit magnitude,
-// the sign by a masked subtract), the scale, and the per-group sums for store_corrections. Same int8
-// values, scales and corrections as one row at a time.
+// reduction each) into each row's table; then per row the table lookup (vpermi2b on the 7-bit magnitude),
+// the sign by a masked subtract from 128 (128 + q: the panel's u8), and the scale. Same int8 values and
+// scales as one row at a time.
 void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint8_t* const* srow, int64_t sb,
                       int64_t kb, int64_t rows, bool next, const Panel& p) {
     alignas(64) uint8_t tix[kQRowTile]; // row m's table: step_log2 + 3
-    alignas(64) int32_t sums[kQRowTile * 16];
-    const __m512i mask = _mm512_set1_epi8(0x7f), zero = _mm512_setzero_si512();
+    const __m512i mask = _mm512_set1_epi8(0x7f);
     for (int64_t m0 = 0; m0 < rows; m0 += 16) {
         __m512i v[16];
         for (int i = 0; i < 16; ++i) { // rows past the panel's repeat its last row (no branch, no spill)
@@ -229,23 +196,47 @@ void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint
         _mm_store_si128(reinterpret_cast<__m128i*>(tix + m0),
                         _mm_sub_epi8(_mm_max_epu8(ef, _mm_set1_epi8(1)), _mm_set1_epi8(1)));
     }
-    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i c128 = _mm512_set1_epi8(static_cast<char>(0x80));
+    int8_t* pw = p.w;
     for (int64_t m = 0; m < rows; ++m) {
         const uint8_t* src = wrow[m] + kb * kQBlock;
         const int step = tix[m] - 3;
         const int8_t* tab = t.tab[tix[m]];
         const __m512i lo = _mm512_load_si512(tab), hi = _mm512_load_si512(tab + 64);
         const __m512i b0 = _mm512_loadu_si512(src), b1 = _mm512_loadu_si512(src + 64);
-        __m512i q0 = _mm512_permutex2var_epi8(lo, _mm512_and_si512(b0, mask), hi);
-        __m512i q1 = _mm512_permutex2var_epi8(lo, _mm512_and_si512(b1, mask), hi);
-        q0 = _mm512_mask_sub_epi8(q0, _mm512_movepi8_mask(b0), zero, q0);
-        q1 = _mm512_mask_sub_epi8(q1, _mm512_movepi8_mask(b1), zero, q1);
-        _mm512_storeu_si512(p.w + m * kQBlock, q0);
-        _mm512_storeu_si512(p.w + m * kQBlock + 64, q1);
-        _mm512_store_si512(sums + m * 16, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, q0), ones, q1));
+        const __m512i a0 = _mm512_permutex2var_epi8(lo, _mm512_and_si512(b0, mask), hi);
+        const __m512i a1 = _mm512_permutex2var_epi8(lo, _mm512_and_si512(b1, mask), hi);
+        const __m512i q0 = _mm512_mask_sub_epi8(_mm512_add_epi8(c128, a0), _mm512_movepi8_mask(b0), c128, a0);
+        const __m512i q1 = _mm512_mask_sub_epi8(_mm512_add_epi8(c128, a1), _mm512_movepi8_mask(b1), c128, a1);
+        _mm512_storeu_si512(pw + m * kQBlock, q0);
+        _mm512_storeu_si512(pw + m * kQBlock + 64, q1);
         p.scale[m * 4] = e8m0(srow[m][sb]) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
     }
-    store_corrections(sums, rows, p);
+}
+
+// seed [kb, g, t] = -128 x token t's sum of its int8 activations over 32-column group g of block kb
+// ([kb, 4, t]: over the block), from xq (u8 = int8 + 128, so the sum of 32 is that of the u8 - 32 x 128).
+// With the panel's weights as u8 = q + 128, sum((q + 128) x) = sum(q x) + 128 sum(x): the seeds remove the
+// offset once per token and block for every row, where the activations' offset took a sum per weight row.
+// Exact integers: the accumulators end with the same int32 sums. Tokens past a.n (u8 128) get 0.
+void block_seeds(const uint8_t* xq, int64_t n_pad, int64_t nkb, int32_t* seed) {
+    const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
+    const __m512i bias = _mm512_set1_epi32(32 * 128 * 128);
+    for (int64_t kb = 0; kb < nkb; ++kb)
+        for (int64_t t = 0; t < n_pad; t += 16) {
+            const __mmask16 k = n_pad - t >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n_pad - t)) - 1);
+            __m512i total = zero;
+            for (int g = 0; g < 4; ++g) {
+                __m512i sum = zero;
+                for (int64_t k4 = kb * 32 + g * 8; k4 < kb * 32 + g * 8 + 8; ++k4)
+                    sum = _mm512_dpbusd_epi32(sum, _mm512_maskz_loadu_epi32(k, xq + (k4 * n_pad + t) * 4),
+                                              ones);
+                const __m512i sd = _mm512_sub_epi32(bias, _mm512_slli_epi32(sum, 7));
+                _mm512_mask_storeu_epi32(seed + (kb * 5 + g) * n_pad + t, k, sd);
+                total = _mm512_add_epi32(total, sd);
+            }
+            _mm512_mask_storeu_epi32(seed + (kb * 5 + 4) * n_pad + t, k, total);
+        }
 }
 
 // r[m] = row m of a 16 x 16 float block; on return r[i] = its column i (4 rounds of 16 shuffles).
@@ -291,48 +282,53 @@ void store_transposed(const float* ct, int64_t rows, int64_t n, int64_t n_pad, f
         for (int64_t m = r16; m < rows; ++m) y[i * ldy + m] = ct[m * n_pad + i];
 }
 
-// acc += the 64 u8 x s8 products of x and the int32 at w broadcast, summed by 4 (vpdpbusd with an embedded
-// broadcast). Inline asm: GCC 12 copies the accumulator around every _mm512_dpbusd_epi32 and, past 16
-// accumulators, spills them (see docs/kernels.md).
+// acc += the 64 u8 x s8 products of u and s, summed by 4 (vpdpbusd). Inline asm: GCC 12 copies the
+// accumulator around every _mm512_dpbusd_epi32 and, past 16 accumulators, spills them (see
+// docs/kernels.md).
 using Int32Unaligned = int32_t __attribute__((may_alias, aligned(1)));
-inline __m512i dpbusd_bcst(__m512i acc, __m512i x, const int8_t* w) {
+inline __m512i dpbusd(__m512i acc, __m512i u, __m512i s) {
 #ifdef DEEPINFER_GEMM_INT8_EMULATED
-    return _mm512_dpbusd_epi32(acc, x, _mm512_set1_epi32(*reinterpret_cast<const Int32Unaligned*>(w)));
+    return _mm512_dpbusd_epi32(acc, u, s);
 #else
-    asm("vpdpbusd %2%{1to16%}, %1, %0"
-        : "+v"(acc)
-        : "v"(x), "m"(*reinterpret_cast<const Int32Unaligned*>(w)));
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
     return acc;
 #endif
 }
 // The same on 8 tokens (ymm): a token count that is 8 mod 16 runs its last 8 tokens at half the work of a
 // zero-padded 16 (on Zen 4 a zmm vpdpbusd is two ymm ones).
-inline __m256i dpbusd_bcst(__m256i acc, __m256i x, const int8_t* w) {
+inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
 #ifdef DEEPINFER_GEMM_INT8_EMULATED
-    return _mm256_dpbusd_epi32(acc, x, _mm256_set1_epi32(*reinterpret_cast<const Int32Unaligned*>(w)));
+    return _mm256_dpbusd_epi32(acc, u, s);
 #else
-    asm("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*reinterpret_cast<const Int32Unaligned*>(w)));
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
     return acc;
 #endif
 }
 
-// ct [MR, n_pad] += panel rows [MR, 128] x tokens [NV x 16 (+ 8 if kH)] over one 128-column block.
+// ct [MR, n_pad] += panel rows [MR, 128] x tokens [NV x 16 (+ 8 if kH)] over one 128-column block: each
+// weight dword (4 columns of a row, u8) broadcast once and multiplied with every token vector of xq made
+// int8 again (xor 0x80), the accumulators seeded from block_seeds (the weights' +128 removed). seed: block
+// kb's [5, n_pad] at the first token.
 // G == 1: one int32 sum per (row, token) over the 128 columns, one scale per row. G == 4: per 32-column
 // group (FP4 rows whose group scales could not be folded), each group's sum scaled into ct on its own.
 // kFp4Order: the panel rows are in decode_fp4_panel's order (the same products, other weight addresses).
 template <bool kFp4Order, int MR, int NV, int G, bool kH>
-void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const float* xs, float* ct) {
+void micro(const Panel& p, int64_t m0, const uint8_t* xq, const int32_t* seed, int64_t n_pad, const float* xs,
+           float* ct) {
     constexpr int64_t kQ = kQBlock / 16 / G; // 16-column steps per group
     constexpr int kNvA = NV > 0 ? NV : 1;
     const int8_t* pw = p.w + m0 * kQBlock;
     for (int g = 0; g < G; ++g) {
+        const int32_t* sd = seed + (G == 1 ? 4 : g) * n_pad;
         __m512i acc[MR][kNvA];
         [[maybe_unused]] __m256i acch[MR];
-        for (int m = 0; m < MR; ++m) {
-            const int32_t* cr = p.corr + (m0 + m) * 4;
-            const int32_t seed = G == 1 ? cr[0] + cr[1] + cr[2] + cr[3] : cr[g];
-            for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_set1_epi32(seed);
-            if constexpr (kH) acch[m] = _mm256_set1_epi32(seed);
+        for (int v = 0; v < NV; ++v) {
+            const __m512i s = _mm512_loadu_si512(sd + v * 16);
+            for (int m = 0; m < MR; ++m) acc[m][v] = s;
+        }
+        if constexpr (kH) {
+            const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sd + NV * 16));
+            for (int m = 0; m < MR; ++m) acch[m] = s;
         }
         for (int64_t q = g * kQ; q < (g + 1) * kQ; ++q) {
             const int8_t* pq = pw + panel_dword<kFp4Order>(q, 0) * 4;
@@ -340,15 +336,19 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
             for (int j = 0; j < 4; ++j) {
                 const int64_t k4 = q * 4 + j;
                 __m512i xv[kNvA];
-                for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4);
+                for (int v = 0; v < NV; ++v)
+                    xv[v] = _mm512_xor_si512(_mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4),
+                                             _mm512_set1_epi8(static_cast<char>(0x80)));
                 [[maybe_unused]] __m256i xh;
                 if constexpr (kH)
-                    xh =
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
+                    xh = _mm256_xor_si256(
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4)),
+                        _mm256_set1_epi8(static_cast<char>(0x80)));
                 for (int m = 0; m < MR; ++m) {
-                    for (int v = 0; v < NV; ++v)
-                        acc[m][v] = dpbusd_bcst(acc[m][v], xv[v], pq + m * kQBlock + j * 4);
-                    if constexpr (kH) acch[m] = dpbusd_bcst(acch[m], xh, pq + m * kQBlock + j * 4);
+                    const __m512i wb =
+                        _mm512_set1_epi32(*reinterpret_cast<const Int32Unaligned*>(pq + m * kQBlock + j * 4));
+                    for (int v = 0; v < NV; ++v) acc[m][v] = dpbusd(acc[m][v], wb, xv[v]);
+                    if constexpr (kH) acch[m] = dpbusd(acch[m], _mm512_castsi512_si256(wb), xh);
                 }
             }
         }
@@ -373,48 +373,48 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad, const f
 
 // nv whole vectors of 16 tokens, then 8 more tokens if `half` (nv <= 3 then).
 template <bool kFp4Order, int MR, int G>
-void micro_nv(int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad,
-              const float* xs, float* ct) {
+void micro_nv(int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, const int32_t* seed,
+              int64_t n_pad, const float* xs, float* ct) {
     if (half) {
         switch (nv) {
         case 0:
-            return micro<kFp4Order, MR, 0, G, true>(p, m0, xq, n_pad, xs, ct);
+            return micro<kFp4Order, MR, 0, G, true>(p, m0, xq, seed, n_pad, xs, ct);
         case 1:
-            return micro<kFp4Order, MR, 1, G, true>(p, m0, xq, n_pad, xs, ct);
+            return micro<kFp4Order, MR, 1, G, true>(p, m0, xq, seed, n_pad, xs, ct);
         case 2:
-            return micro<kFp4Order, MR, 2, G, true>(p, m0, xq, n_pad, xs, ct);
+            return micro<kFp4Order, MR, 2, G, true>(p, m0, xq, seed, n_pad, xs, ct);
         default:
-            return micro<kFp4Order, MR, 3, G, true>(p, m0, xq, n_pad, xs, ct);
+            return micro<kFp4Order, MR, 3, G, true>(p, m0, xq, seed, n_pad, xs, ct);
         }
     }
     switch (nv) {
     case 1:
-        return micro<kFp4Order, MR, 1, G, false>(p, m0, xq, n_pad, xs, ct);
+        return micro<kFp4Order, MR, 1, G, false>(p, m0, xq, seed, n_pad, xs, ct);
     case 2:
-        return micro<kFp4Order, MR, 2, G, false>(p, m0, xq, n_pad, xs, ct);
+        return micro<kFp4Order, MR, 2, G, false>(p, m0, xq, seed, n_pad, xs, ct);
     case 3:
-        return micro<kFp4Order, MR, 3, G, false>(p, m0, xq, n_pad, xs, ct);
+        return micro<kFp4Order, MR, 3, G, false>(p, m0, xq, seed, n_pad, xs, ct);
     default:
-        return micro<kFp4Order, MR, 4, G, false>(p, m0, xq, n_pad, xs, ct);
+        return micro<kFp4Order, MR, 4, G, false>(p, m0, xq, seed, n_pad, xs, ct);
     }
 }
 
 template <bool kFp4Order, int G>
-void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, int64_t n_pad,
-                    const float* xs, float* ct) {
+void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq,
+                    const int32_t* seed, int64_t n_pad, const float* xs, float* ct) {
     switch (mr) {
     case 1:
-        return micro_nv<kFp4Order, 1, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 1, G>(nv, half, p, m0, xq, seed, n_pad, xs, ct);
     case 2:
-        return micro_nv<kFp4Order, 2, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 2, G>(nv, half, p, m0, xq, seed, n_pad, xs, ct);
     case 3:
-        return micro_nv<kFp4Order, 3, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 3, G>(nv, half, p, m0, xq, seed, n_pad, xs, ct);
     case 4:
-        return micro_nv<kFp4Order, 4, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 4, G>(nv, half, p, m0, xq, seed, n_pad, xs, ct);
     case 5:
-        return micro_nv<kFp4Order, 5, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 5, G>(nv, half, p, m0, xq, seed, n_pad, xs, ct);
     default:
-        return micro_nv<kFp4Order, 6, G>(nv, half, p, m0, xq, n_pad, xs, ct);
+        return micro_nv<kFp4Order, 6, G>(nv, half, p, m0, xq, seed, n_pad, xs, ct);
     }
 }
 
@@ -425,12 +425,13 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
           float* scratch) {
     const core::Weight& w = *a.w;
     const Fp8Tables& t = fp8_tables();
-    float* ct = scratch;                   // [kQRowTile, n_pad]
-    float* scale = ct + kQRowTile * n_pad; // [kQRowTile] (room for 4 per row)
-    int32_t* corr = reinterpret_cast<int32_t*>(scale + kQRowTile * 4);
-    int8_t* wq = reinterpret_cast<int8_t*>(corr + kQRowTile * 4); // [kQRowTile, kQBlock]
-    const Panel p{wq, scale, corr};
     const int64_t nkb = w.cols / kQBlock;
+    float* ct = scratch;                                                  // [kQRowTile, n_pad]
+    float* scale = ct + kQRowTile * n_pad;                                // [kQRowTile, 4]
+    int8_t* wq = reinterpret_cast<int8_t*>(scale + kQRowTile * 4);        // [kQRowTile, kQBlock]
+    int32_t* seed = reinterpret_cast<int32_t*>(wq + kQRowTile * kQBlock); // [nkb, 5, n_pad]
+    const Panel p{wq, scale};
+    block_seeds(xq, n_pad, nkb, seed);
     const uint8_t* wrow[kQRowTile]; // FP8: each panel row's codes and block-scale row
     const uint8_t* srow[kQRowTile];
     for (int64_t rt = r0; rt < r1; rt += kQRowTile) {
@@ -456,11 +457,12 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
                 const bool half = n_pad - i0 < 64 && (n_pad - i0) % 16 != 0;
                 const uint8_t* xqb = xq + (kb * (kQBlock / 4) * n_pad + i0) * 4;
                 const float* xsb = xs + kb * n_pad + i0;
+                const int32_t* sdb = seed + kb * 5 * n_pad + i0;
                 for (int64_t m0 = 0; m0 < rows; m0 += 6) {
                     const int mr = static_cast<int>(min64(6, rows - m0));
                     float* c = ct + m0 * n_pad + i0;
-                    one_scale ? micro_dispatch<kFp4, 1>(mr, nv, half, p, m0, xqb, n_pad, xsb, c)
-                              : micro_dispatch<kFp4, 4>(mr, nv, half, p, m0, xqb, n_pad, xsb, c);
+                    one_scale ? micro_dispatch<kFp4, 1>(mr, nv, half, p, m0, xqb, sdb, n_pad, xsb, c)
+                              : micro_dispatch<kFp4, 4>(mr, nv, half, p, m0, xqb, sdb, n_pad, xsb, c);
                 }
             }
         }

@@ -161,9 +161,9 @@ void reserve_thread_scratch(int64_t n, int64_t cols) {
     const int64_t n_pad = (n + 15) / 16 * 16;
     // The largest of: GEMV preparation / fold (n x cols), the GEMM's transposed activations (cols x n_pad),
     // the int8 quantized activations and scales, the F32 and int8 GEMM panels.
-    const int64_t need =
-        std::max({n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
-                  detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad)});
+    const int64_t need = std::max(
+        {n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
+         detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad, cols)});
     for (int i = 0; i < 4; ++i) {
         std::vector<float>& buf = scratch(i);
         if (buf.size() < static_cast<size_t>(need)) buf.resize(static_cast<size_t>(need));
@@ -322,7 +322,7 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
     const int64_t micro_rows = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) {
         std::vector<float>& s = scratch(2);
-        const size_t need = static_cast<size_t>(detail::int8_scratch_floats(n_pad));
+        const size_t need = static_cast<size_t>(detail::int8_scratch_floats(n_pad, w.cols));
         if (s.size() < need) s.resize(need);
         gemm(a, b * 4, std::min(e * 4, rows), xq, xs, n_pad, s.data());
     };
