@@ -92,7 +92,10 @@ template <bool kFp4Order> constexpr int64_t panel_dword(int64_t q, int j) {
 // (1) the scales of 16 rows at a time in vectors: fold test, table index, block scale; (2) per row the 64
 // code bytes through vpshufb on the row's table (low, high nibbles), interleaved by vpunpck{l,h}bw (the
 // micro kernel reads the resulting column order through panel_dword). Returns true when every row folded
-// (the G = 1 kernel runs).
+// (the G = 1 kernel runs). The next block's codes are prefetched into L2 (prefetcht1), not L1: a panel's 48
+// rows lie a power-of-two row stride apart (2 KiB at 4096 columns), so their lines fall into two of L1's
+// 64 sets (16 ways between them) and 48 lines prefetched into L1 evicted each other before the decode
+// reached them (docs/kernels.md).
 bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t kb, const Panel& p) {
     const Fp4Tables& t = fp4_tables();
     const int64_t sstride = w.cols / 32, cstride = w.cols / 2; // cols % 128 == 0
@@ -130,7 +133,7 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
     int8_t* pw = p.w;
     for (int64_t m = 0; m < rows; ++m) {
         const uint8_t* src = code0 + m * cstride;
-        if (next) _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock / 2), _MM_HINT_T0);
+        if (next) _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock / 2), _MM_HINT_T1);
         const __m512i table = _mm512_load_si512(t.tab[idx[m]]);
         const __m512i b = _mm512_loadu_si512(src);
         const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
@@ -162,7 +165,7 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
 // partial maxima, the 16 reduced together (a transposing max tree, ~3 ops per row instead of a horizontal
 // reduction each) into each row's table; then per row the table lookup (vpermi2b on the 7-bit magnitude),
 // the sign by a masked subtract from 128 (128 + q: the panel's u8), and the scale. Same int8 values and
-// scales as one row at a time.
+// scales as one row at a time. The next block prefetched into L2, as FP4's (decode_fp4_panel).
 void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint8_t* const* srow, int64_t sb,
                       int64_t kb, int64_t rows, bool next, const Panel& p) {
     alignas(64) uint8_t tix[kQRowTile]; // row m's table: step_log2 + 3
@@ -172,8 +175,8 @@ void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint
         for (int i = 0; i < 16; ++i) { // rows past the panel's repeat its last row (no branch, no spill)
             const uint8_t* src = wrow[min64(m0 + i, rows - 1)] + kb * kQBlock;
             if (next) {
-                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T0);
-                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + 64), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock), _MM_HINT_T1);
+                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + 64), _MM_HINT_T1);
             }
             v[i] = _mm512_max_epu8(_mm512_and_si512(_mm512_loadu_si512(src), mask),
                                    _mm512_and_si512(_mm512_loadu_si512(src + 64), mask));
