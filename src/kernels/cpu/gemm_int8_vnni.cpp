@@ -147,7 +147,8 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
         for (int64_t m = 0; m < rows; ++m) p.scale[m * 4] = sc[m];
         return true;
     }
-    // Per-group kernel: a folded row's groups share its scale.
+    // Per-group kernel: a folded row's groups share its scale, and each group's sum is that group's q x
+    // (its seed holds only that group's activations), as for an unfolded row.
     for (int64_t m = 0; m < rows; ++m) {
         float* scale = p.scale + m * 4;
         if ((folded >> m) & 1) {
