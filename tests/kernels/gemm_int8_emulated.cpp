@@ -1,6 +1,6 @@
 // The fast int8 GEMMs of src/kernels/cpu/gemm_int8_vnni.cpp compiled a second time, with their AVX-512
 // VNNI / VBMI instructions replaced by exact AVX-512 F/BW sequences, so the kernels' logic (the panel
-// decode, its column order, the corrections, the scale order) is tested on CPUs without VNNI too, where
+// decode, its column order, the per-token seeds, the scale order) is tested on CPUs without VNNI too, where
 // the dispatcher never reaches the real ones (gemm_test.cpp, GemmInt8Emulated). Compiled with AVX-512
 // F/BW/VL/DQ flags only (tests/kernels/CMakeLists.txt); no gtest here, so no inline function of the test
 // framework is compiled with them.

@@ -51,7 +51,7 @@ const Fp8Tables& fp8_tables() {
 }
 
 // The panel's weights as u8 = int8 + 128 (vpdpbusd's unsigned operand; the activations are the signed one,
-// and the +128 is removed once per token, prep_block) and per (row, 32-column group g) a scale, stride 4 per
+// and the +128 is removed once per token, block_seeds) and per (row, 32-column group g) a scale, stride 4 per
 // row. A row whose 128 columns share one scale (FP8; FP4 whose group scales were folded into its int8)
 // keeps it at [m * 4]. FP8 panel rows are in column order, FP4 rows in the order panel_dword gives.
 struct Panel {
