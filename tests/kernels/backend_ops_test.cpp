@@ -127,6 +127,13 @@ TEST(BackendOps, SparseAttentionMatchesRefExactly) {
         // Widths past 64 channels with a tail, and V4's 512 (the weighted sum 64 channels at a time).
         {4, 100, 64, 4, 64, 200, 3, 16, 2},
         {2, 512, 128, 4, 256, 300, 3, 32, 2},
+        // Head blocks of 4 (AVX-512) and a remainder: 13 heads, split 6 / 7 over two threads at decode.
+        {13, 100, 32, 4, 64, 200, 1, 16, 2},
+        {13, 64, 32, 4, 64, 200, 6, 16, 2},
+        // V4-Flash's attention at decode (64 heads of 512, window 128, top-k 64 of ratio 4) and a short
+        // chunk.
+        {64, 512, 128, 4, 256, 400, 1, 64, 2},
+        {64, 512, 128, 4, 256, 130, 5, 64, 2},
     };
     for (int threads : {1, 2, 3}) {
         cpu::allow_avx512(threads != 3); // the generic path on 3 threads

@@ -245,16 +245,58 @@ tiles_logits_avx512(const float* q, const float* kt, int64_t tiles, int64_t d, f
     for (; t < tiles; ++t) tile_logits_avx512(q, kt + t * ts, d, scale, out + t * kTile);
 }
 
-// o[c] += (w[j] / denom) * keys[j][c] for j = 0..n-1 in order, per channel c: ref's weighted sum, 64
-// channels at a time in registers (the same additions per element in the same order, none fused).
+// Heads [h, h + kHeads) against the same tiles at once (MQA: every head reads the same keys): each key
+// vector is loaded once for the kHeads heads (one head at a time re-read every tile from L2 per head, ~2
+// L2 loads per multiply-add pair). q: head 0's query, the others qs apart; out: head 0's logits, the others
+// ls apart. Each (head, key) sum in tile_logits_avx512's order.
+constexpr int64_t kHeads = 4;
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) void
-weighted_sum_avx512(const float* w, float denom, const float* const* keys, int64_t n, int64_t d, float* o) {
+heads_logits_avx512(const float* q, int64_t qs, const float* kt, int64_t tiles, int64_t d, float scale,
+                    float* out, int64_t ls) {
+    const int64_t ts = d * kTile; // floats per transposed tile
+    const __m512 sc = _mm512_set1_ps(scale);
+    int64_t t = 0;
+    for (; t + 2 <= tiles; t += 2) {
+        const float* k0 = kt + t * ts;
+        __m512 a[kHeads][2];
+        for (int h = 0; h < kHeads; ++h) a[h][0] = a[h][1] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < d; ++c) {
+            const __m512 x0 = _mm512_loadu_ps(k0 + c * kTile), x1 = _mm512_loadu_ps(k0 + ts + c * kTile);
+            for (int h = 0; h < kHeads; ++h) {
+                const __m512 qc = _mm512_set1_ps(q[h * qs + c]);
+                a[h][0] = _mm512_add_ps(a[h][0], _mm512_mul_ps(qc, x0));
+                a[h][1] = _mm512_add_ps(a[h][1], _mm512_mul_ps(qc, x1));
+            }
+        }
+        for (int h = 0; h < kHeads; ++h) {
+            _mm512_storeu_ps(out + h * ls + t * kTile, _mm512_mul_ps(a[h][0], sc));
+            _mm512_storeu_ps(out + h * ls + (t + 1) * kTile, _mm512_mul_ps(a[h][1], sc));
+        }
+    }
+    for (; t < tiles; ++t) {
+        const float* k0 = kt + t * ts;
+        __m512 a[kHeads];
+        for (int h = 0; h < kHeads; ++h) a[h] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < d; ++c) {
+            const __m512 x0 = _mm512_loadu_ps(k0 + c * kTile);
+            for (int h = 0; h < kHeads; ++h)
+                a[h] = _mm512_add_ps(a[h], _mm512_mul_ps(_mm512_set1_ps(q[h * qs + c]), x0));
+        }
+        for (int h = 0; h < kHeads; ++h) _mm512_storeu_ps(out + h * ls + t * kTile, _mm512_mul_ps(a[h], sc));
+    }
+}
+
+// o[c] += w[j] * keys[j][c] for j = 0..n-1 in order, per channel c (w: the softmax weights, already divided
+// by their sum): ref's weighted sum, 64 channels at a time in registers (the same additions per element in
+// the same order, none fused).
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void
+weighted_sum_avx512(const float* w, const float* const* keys, int64_t n, int64_t d, float* o) {
     const int64_t d64 = d / 64 * 64;
     for (int64_t c = 0; c < d64; c += 64) {
         __m512 a0 = _mm512_loadu_ps(o + c), a1 = _mm512_loadu_ps(o + c + 16),
                a2 = _mm512_loadu_ps(o + c + 32), a3 = _mm512_loadu_ps(o + c + 48);
         for (int64_t j = 0; j < n; ++j) {
-            const __m512 pj = _mm512_set1_ps(w[j] / denom);
+            const __m512 pj = _mm512_set1_ps(w[j]);
             const float* k = keys[j] + c;
             a0 = _mm512_add_ps(a0, _mm512_mul_ps(pj, _mm512_loadu_ps(k)));
             a1 = _mm512_add_ps(a1, _mm512_mul_ps(pj, _mm512_loadu_ps(k + 16)));
@@ -266,25 +308,64 @@ weighted_sum_avx512(const float* w, float denom, const float* const* keys, int64
         _mm512_storeu_ps(o + c + 32, a2);
         _mm512_storeu_ps(o + c + 48, a3);
     }
-    for (int64_t j = 0; j < n; ++j) {
-        const float pj = w[j] / denom;
-        for (int64_t c = d64; c < d; ++c) o[c] += pj * keys[j][c];
+    for (int64_t j = 0; j < n; ++j)
+        for (int64_t c = d64; c < d; ++c) o[c] += w[j] * keys[j][c];
+}
+
+// weighted_sum_avx512 for kHeads heads at once (w: head 0's weights, the others ls apart; o: head 0's
+// output, the others os apart): each key vector loaded once for the kHeads heads. Same order per element.
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void
+heads_weighted_sum_avx512(const float* w, int64_t ls, const float* const* keys, int64_t n, int64_t d,
+                          float* o, int64_t os) {
+    const int64_t d64 = d / 64 * 64;
+    for (int64_t c = 0; c < d64; c += 64) {
+        __m512 a[kHeads][4];
+        for (int h = 0; h < kHeads; ++h)
+            for (int v = 0; v < 4; ++v) a[h][v] = _mm512_loadu_ps(o + h * os + c + v * 16);
+        for (int64_t j = 0; j < n; ++j) {
+            const float* k = keys[j] + c;
+            const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16), k2 = _mm512_loadu_ps(k + 32),
+                         k3 = _mm512_loadu_ps(k + 48);
+            for (int h = 0; h < kHeads; ++h) {
+                const __m512 pj = _mm512_set1_ps(w[h * ls + j]);
+                a[h][0] = _mm512_add_ps(a[h][0], _mm512_mul_ps(pj, k0));
+                a[h][1] = _mm512_add_ps(a[h][1], _mm512_mul_ps(pj, k1));
+                a[h][2] = _mm512_add_ps(a[h][2], _mm512_mul_ps(pj, k2));
+                a[h][3] = _mm512_add_ps(a[h][3], _mm512_mul_ps(pj, k3));
+            }
+        }
+        for (int h = 0; h < kHeads; ++h)
+            for (int v = 0; v < 4; ++v) _mm512_storeu_ps(o + h * os + c + v * 16, a[h][v]);
     }
+    for (int h = 0; h < kHeads; ++h)
+        for (int64_t j = 0; j < n; ++j)
+            for (int64_t c = d64; c < d; ++c) o[h * os + c] += w[h * ls + j] * keys[j][c];
 }
 
 struct AttnScratch {
     const float** keys; // [max_keys]
     float* kt;          // [tiles, d, kTile] transposed keys
-    float* logits;      // [tiles * kTile]
+    float* logits;      // [kHeads, ls] logits, then softmax weights
+    int64_t ls;         // logits row stride (keys padded to whole tiles)
 };
 
-// Heads [h0, h1) of query i: keys gathered and transposed once, logits 16 keys at a time, then ref's
-// softmax with the sink and weighted sum (per output channel in key order, as ref).
+// Heads [h0, h1) of query i: keys gathered and transposed once, logits 16 keys at a time (kHeads heads at
+// once on AVX-512), then per head ref's softmax with the sink (the weights divided by their sum, as ref's
+// p_j) and the weighted sum (per output channel in key order, as ref).
 void attend(const SparseAttentionParams& p, int64_t i, int64_t h0, int64_t h1, const AttnScratch& s,
             bool avx512) {
     const int64_t d = p.head_dim;
     const int64_t n = gather_keys(p, i, s.keys);
     const int64_t tiles = (n + kTile - 1) / kTile;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    if (!p.sink && n == 0) { // a CP partial with no key: weight 0 in the merge
+        for (int64_t h = h0; h < h1; ++h) {
+            std::fill_n(p.o + i * p.o_ld + h * d, d, 0.0f);
+            if (p.lse_max) p.lse_max[i * p.n_heads + h] = neg_inf;
+            if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = 0.0f;
+        }
+        return;
+    }
     for (int64_t t = 0; t < tiles; ++t) {
         float* kt = s.kt + t * d * kTile;
         for (int64_t u = 0; u < kTile; ++u) {
@@ -295,41 +376,44 @@ void attend(const SparseAttentionParams& p, int64_t i, int64_t h0, int64_t h1, c
                 for (int64_t c = 0; c < d; ++c) kt[c * kTile + u] = 0.0f;
         }
     }
-    for (int64_t h = h0; h < h1; ++h) {
+    for (int64_t h = h0; h < h1;) {
+        const int64_t hb = avx512 && h1 - h >= kHeads ? kHeads : 1;
         const float* qh = p.q + i * p.q_ld + h * d;
-        float* logits = s.logits;
-        if (avx512)
-            tiles_logits_avx512(qh, s.kt, tiles, d, p.scale, logits);
+        float* oh = p.o + i * p.o_ld + h * d;
+        if (hb == kHeads)
+            heads_logits_avx512(qh, d, s.kt, tiles, d, p.scale, s.logits, s.ls);
+        else if (avx512)
+            tiles_logits_avx512(qh, s.kt, tiles, d, p.scale, s.logits);
         else
             for (int64_t t = 0; t < tiles; ++t)
-                tile_logits_generic(qh, s.kt + t * d * kTile, d, p.scale, logits + t * kTile);
-        const float neg_inf = -std::numeric_limits<float>::infinity();
-        const float sink = p.sink ? p.sink[h] : neg_inf;
-        float* oh = p.o + i * p.o_ld + h * d;
-        std::fill_n(oh, d, 0.0f);
-        if (!p.sink && n == 0) { // a CP partial with no key: weight 0 in the merge
-            if (p.lse_max) p.lse_max[i * p.n_heads + h] = neg_inf;
-            if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = 0.0f;
-            continue;
+                tile_logits_generic(qh, s.kt + t * d * kTile, d, p.scale, s.logits + t * kTile);
+        for (int64_t k = 0; k < hb; ++k) {
+            float* logits = s.logits + k * s.ls;
+            const float sink = p.sink ? p.sink[h + k] : neg_inf;
+            float mx = sink;
+            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, logits[j]);
+            float denom = p.sink ? std::exp(sink - mx) : 0.0f;
+            for (int64_t j = 0; j < n; ++j) {
+                logits[j] = std::exp(logits[j] - mx);
+                denom += logits[j];
+            }
+            for (int64_t j = 0; j < n; ++j) logits[j] = logits[j] / denom;
+            std::fill_n(oh + k * d, d, 0.0f);
+            if (p.lse_max) p.lse_max[i * p.n_heads + h + k] = mx;
+            if (p.lse_sum) p.lse_sum[i * p.n_heads + h + k] = denom;
         }
-        float mx = sink;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, logits[j]);
-        float denom = p.sink ? std::exp(sink - mx) : 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
-            logits[j] = std::exp(logits[j] - mx);
-            denom += logits[j];
-        }
-        if (avx512) {
-            weighted_sum_avx512(logits, denom, s.keys, n, d, oh);
+        if (hb == kHeads) {
+            heads_weighted_sum_avx512(s.logits, s.ls, s.keys, n, d, oh, d);
+        } else if (avx512) {
+            weighted_sum_avx512(s.logits, s.keys, n, d, oh);
         } else {
             for (int64_t j = 0; j < n; ++j) {
-                const float pj = logits[j] / denom;
+                const float pj = s.logits[j];
                 const float* kj = s.keys[j];
                 for (int64_t c = 0; c < d; ++c) oh[c] += pj * kj[c];
             }
         }
-        if (p.lse_max) p.lse_max[i * p.n_heads + h] = mx;
-        if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = denom;
+        h += hb;
     }
 }
 
@@ -342,9 +426,9 @@ void sparse_attention(const SparseAttentionParams& p, core::ThreadPool& pool, Wo
     const Workspace::Mark mark = ws.mark();
     auto** keys = ws.take<const float*>(nth * pad);
     float* kt = ws.take<float>(nth * pad * d);
-    float* logits = ws.take<float>(nth * pad);
+    float* logits = ws.take<float>(nth * kHeads * pad);
     auto scratch = [&](int64_t ti) {
-        return AttnScratch{keys + ti * pad, kt + ti * pad * d, logits + ti * pad};
+        return AttnScratch{keys + ti * pad, kt + ti * pad * d, logits + ti * kHeads * pad, pad};
     };
     const bool avx512 = has_avx512();
     if (nth == 1 || p.n * H * max_keys * d < kParallelMacs) {

@@ -150,9 +150,10 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
     const int64_t head_tp =
         tp_.active() ? 3 * static_cast<int64_t>(std::max(1, runtime_.max_num_seqs)) * c.vocab_size : 0;
     // Indexer: [32, entries] scores + per thread [entries] top-k pairs (4 floats) and picks; attention: per
-    // thread key pointers (2 floats), transposed keys [keys, d] and logits; experts: per-expert counts.
+    // thread key pointers (2 floats), transposed keys [keys, d] and 4 heads' logits; experts: per-expert
+    // counts.
     // The experts' decode-batch schedule: its grouped rows (kernels/params.h).
-    const int64_t scratch = 32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 3) +
+    const int64_t scratch = 32 * index_entries + threads * index_entries * 5 + threads * attn_keys * (d + 6) +
                             E + 1 + kernels::moe_experts_batch_floats(T, D, I, K, E, threads);
     const int64_t takes = 64; // buffers live at once (alignment slack each)
     // CP: per chunk its local block table and owned flags (5 bytes per block-table entry, two takes), and
