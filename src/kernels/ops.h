@@ -19,7 +19,9 @@ namespace deepinfer::kernels {
 
 // How a matmul may round (docs/kernels.md). kExact: F32 activations, F32 accumulation (the goldens hold).
 // kFast: activations quantized to int8 per 128 columns where an int8 kernel exists (VNNI; FP4 weights),
-// exact elsewhere. kDefault: the process default, kernels::cpu::set_default_numerics (exact unless set).
+// exact elsewhere; the process default kFast also gives the experts' SwiGLU a vector exp (AVX-512,
+// cpu/elementwise_avx512.cpp). kDefault: the process default, kernels::cpu::set_default_numerics (exact
+// unless set).
 enum class Numerics : uint8_t { kDefault, kExact, kFast };
 
 // y[i, r - row_begin] = sum_c x[i, c] * W[r, c] for i < n, r in [row_begin, row_end): Linear(x) = x W^T

@@ -59,6 +59,14 @@ constexpr int64_t kExpertSplitMaxRows = 64;
 // backend's pool).
 void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws, core::ThreadPool* pool,
                  MoeSchedule schedule = MoeSchedule::kAuto);
+// The experts' clamped SwiGLU in place, g = silu(min(g, L)) * clamp(u, -L, L) over n elements (no clamp
+// when limit <= 0). swiglu: silu(x) = x / (1 + expf(-x)) as ref computes it. swiglu_fast (Numerics::kFast
+// on AVX-512, elementwise_avx512.cpp; moe_experts picks it when the process default is fast and the active
+// ISA is avx512): 16 lanes at once, exp from a degree-6 polynomial after a Cody-Waite reduction and
+// vscalefps; results within 4 ulp of swiglu's over the test's sweep, the same clamps, NaN, infinities and
+// zeros.
+void swiglu(float* g, const float* u, int64_t n, float limit);
+void swiglu_fast(float* g, const float* u, int64_t n, float limit);
 // y = x W^T on `pool` (the matmul entry point, with the pool when MatmulArgs carries one).
 void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
 

@@ -21,18 +21,7 @@
 #include "kernels/moe_plan.h"
 
 namespace deepinfer::kernels::cpu {
-namespace {
 
-// fn(b, e) over rows [0, n) of `work_per_row` elements each: on the pool when it is worth waking.
-template <typename Fn> void over_rows(core::ThreadPool* pool, int64_t n, int64_t work_per_row, Fn&& fn) {
-    if (pool == nullptr || pool->num_threads() == 1 || n < 2 || n * work_per_row < (1 << 15)) {
-        fn(int64_t{0}, n);
-        return;
-    }
-    pool->parallel_for(n, std::ref(fn));
-}
-
-// Clamped SwiGLU in place: g = silu(min(g, L)) * clamp(u, -L, L) over n elements.
 void swiglu(float* g, const float* u, int64_t n, float limit) {
     for (int64_t i = 0; i < n; ++i) {
         float gi = g[i], ui = u[i];
@@ -42,6 +31,23 @@ void swiglu(float* g, const float* u, int64_t n, float limit) {
         }
         g[i] = silu(gi) * ui;
     }
+}
+
+namespace {
+
+using SwigluFn = void (*)(float* g, const float* u, int64_t n, float limit);
+// Numerics::kFast's vector exp where the matmuls' fast paths run (AVX-512), else ref's.
+SwigluFn swiglu_for_numerics() {
+    return default_numerics() == Numerics::kFast && active_isa() == Isa::kAvx512 ? &swiglu_fast : &swiglu;
+}
+
+// fn(b, e) over rows [0, n) of `work_per_row` elements each: on the pool when it is worth waking.
+template <typename Fn> void over_rows(core::ThreadPool* pool, int64_t n, int64_t work_per_row, Fn&& fn) {
+    if (pool == nullptr || pool->num_threads() == 1 || n < 2 || n * work_per_row < (1 << 15)) {
+        fn(int64_t{0}, n);
+        return;
+    }
+    pool->parallel_for(n, std::ref(fn));
 }
 
 // A pool of one thread: a matmul handed it runs serially on the calling thread (no shared state).
@@ -72,6 +78,7 @@ void moe_row_split(const MoeExpertsParams& p, const LinearHook& linear, Workspac
                    core::ThreadPool* pool) {
     const int64_t T = p.T, D = p.D, K = p.K;
     const int64_t I = max_intermediate(p);
+    const SwigluFn act = swiglu_for_numerics();
     const Workspace::Mark mark = ws.mark();
     int64_t* rows = ws.take<int64_t>(T); // [T] rows of the current group
     float* rw = ws.take<float>(T);       // [T] their routing weights
@@ -117,7 +124,7 @@ void moe_row_split(const MoeExpertsParams& p, const LinearHook& linear, Workspac
         linear(linear_args(xe, n, *ex.w3, u));
         const float limit = p.swiglu_limit;
         over_rows(pool, n, Ie * 8, [&](int64_t b, int64_t end) { // silu's exp: ~8x a copy per element
-            swiglu(g + b * Ie, u + b * Ie, (end - b) * Ie, limit);
+            act(g + b * Ie, u + b * Ie, (end - b) * Ie, limit);
         });
         linear(linear_args(g, n, *ex.w2, ye));
         // rows[i] are distinct unless `repeated`, so threads never share an output row.
@@ -266,6 +273,7 @@ bool moe_expert_split(const MoeExpertsParams& p, const LinearHook& linear, Works
         for (int64_t i = b; i < end; ++i) std::copy_n(p.x + rows[i] * D, D, xe + i * D);
     });
     const float limit = p.swiglu_limit;
+    const SwigluFn act = swiglu_for_numerics();
     run_jobs(pool, plan(false), T, std::max(D, I), [&](int64_t j, int64_t th) {
         const Job job = jobs[j];
         const ExpertRef& ex = expert(job.g);
@@ -274,7 +282,7 @@ bool moe_expert_split(const MoeExpertsParams& p, const LinearHook& linear, Works
         float* u = ub + th * T * I;              // [n, c]
         matmul(xe + off[job.g] * D, n, D, *ex.w1, job.r0, job.r1, g, I);
         matmul(xe + off[job.g] * D, n, D, *ex.w3, job.r0, job.r1, u, c);
-        for (int64_t i = 0; i < n; ++i) swiglu(g + i * I, u + i * c, c, limit);
+        for (int64_t i = 0; i < n; ++i) act(g + i * I, u + i * c, c, limit);
     });
     run_jobs(pool, plan(true), T, std::max(D, I), [&](int64_t j, int64_t) {
         const Job job = jobs[j];
