@@ -306,6 +306,57 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
 // and panel tails, token counts with the 8-token ymm tail and past one 64-token group. Against the
 // double-precision definitions above, and, where the CPU has VNNI + VBMI, bit for bit against the real
 // instructions.
+// The fast GEMMs' output rows go to the pool in chunks of whole 48-row panels (linear.cpp's matmul_int8),
+// so every panel holds the same rows on any pool: an FP4 panel's kernel depends on its rows (one that mixes
+// folded and unfolded rows runs the per-group kernel), so a split inside a panel could change a row's last
+// bits. Pools of 1, 2 and 3 threads write the same bits, on FP4 weights with mixed and whole folded panels
+// and on FP8, for row counts that are not a multiple of 48.
+TEST(GemmInt8, OutputDoesNotDependOnThePool) {
+    if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512))
+        GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
+    std::mt19937 rng(31);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> byte(0, 255), sc(120, 122);
+    const int64_t cols = 512;
+    for (const int64_t rows : {int64_t{200}, int64_t{1000}}) {
+        // Scales within 2^2 (every row folds) except one row in 97, whose first group is 2^10 smaller: the
+        // panels holding such a row are mixed, the others fold whole.
+        std::vector<uint8_t> data(rows * cols / 2), scale(rows * cols / 32);
+        for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
+        for (uint8_t& b : scale) b = static_cast<uint8_t>(sc(rng));
+        for (int64_t r = 5; r < rows; r += 97) scale[r * (cols / 32)] = 110;
+        core::Weight fp4;
+        fp4.format = core::WeightFormat::kFp4Group;
+        fp4.rows = rows;
+        fp4.cols = cols;
+        fp4.block_rows = 1;
+        fp4.block_cols = 32;
+        fp4.data = data.data();
+        fp4.scale = scale.data();
+        const Fp8Weight fp8 = random_fp8(rows, cols, 128, &rng);
+        for (const core::Weight* w : {static_cast<const core::Weight*>(&fp4), &fp8.w}) {
+            for (const int64_t n : {int64_t{24}, int64_t{72}}) {
+                SCOPED_TRACE(std::string(w == &fp4 ? "fp4 " : "fp8 ") + std::to_string(rows) +
+                             " rows, n=" + std::to_string(n));
+                std::vector<float> x(n * cols);
+                for (float& v : x) v = nd(rng);
+                std::vector<float> want;
+                for (const int threads : {1, 2, 3}) {
+                    core::ThreadPool pool(threads);
+                    std::vector<float> y(n * rows, -7.0f);
+                    cpu::matmul_isa(
+                        MatmulArgs{x.data(), n, cols, w, 0, rows, y.data(), rows, &pool, Numerics::kFast},
+                        cpu::Isa::kAvx512);
+                    if (threads == 1)
+                        want = y;
+                    else
+                        EXPECT_EQ(y, want) << threads << " threads";
+                }
+            }
+        }
+    }
+}
+
 TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
     if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
     const cpu::detail::GemmQTable emu = cpu::detail::emulated_vnni_gemm_table();

@@ -81,12 +81,34 @@ int64_t row_group_align(const core::Weight& w, int64_t groups, int64_t threads) 
     return std::clamp<int64_t>((groups + threads - 1) / threads, 1, 8);
 }
 
-// GEMV row groups (4 rows each) handed out in chunks from a shared counter instead of one fixed half per
-// thread: the caller starts at once while the worker is still waking from its condition variable, and a
-// slower or descheduled vCPU takes fewer chunks, so both cores stream until the call's last row. About 8
-// chunks per thread, each whole FP8 row blocks where the weight has them (its scales are folded into the
-// activations once per block and chunk). Every row is computed by the same tile code whatever the split,
-// so the results do not depend on it.
+// Chunks of [0, groups) handed out from a shared counter, guided: each claim takes 1 / (4 x threads) of what
+// is left, rounded up to whole `align` multiples and never below `min_chunk` (a multiple of align), so the
+// chunks shrink toward the end and the thread that finishes first waits at most one small chunk for the
+// other (equal chunks of 1/16 of the call left up to 1/16 of it to one core). Where the chunks fall depends
+// only on groups, align and min_chunk (each claim's size on the counter's value), never on timing or on
+// which thread claims them. fn(b, e) on the claiming thread.
+template <class Fn>
+void guided_chunks(core::ThreadPool* pool, int64_t groups, int64_t align, int64_t min_chunk, const Fn& fn) {
+    const int64_t threads = pool->num_threads();
+    std::atomic<int64_t> next{0};
+    auto run = [&](int64_t, int64_t) {
+        int64_t b = next.load(std::memory_order_relaxed);
+        while (b < groups) {
+            const int64_t c = std::max(min_chunk, ((groups - b) / (4 * threads) + align - 1) / align * align);
+            if (!next.compare_exchange_weak(b, b + c, std::memory_order_relaxed)) continue; // b reloaded
+            fn(b, std::min(b + c, groups));
+            b = next.load(std::memory_order_relaxed);
+        }
+    };
+    pool->parallel_for(threads, std::ref(run)); // std::ref: the std::function holds a pointer, no allocation
+}
+
+// GEMV row groups (4 rows each) in guided chunks instead of one fixed half per thread: the caller starts at
+// once while the worker is still waking from its condition variable, a slower or descheduled vCPU takes
+// fewer chunks, and the last chunks are 1/128 of the call (at least one `row_group_align`), so both cores
+// stream until the call's last row. Each chunk is whole FP8 row blocks where the weight has them (its
+// scales are folded into the activations once per block and chunk). Every row is computed by the same
+// tile code whatever the split, so the results do not depend on it.
 template <class Fn>
 void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, int64_t groups, const Fn& fn) {
     if (serial) {
@@ -95,15 +117,8 @@ void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, in
     }
     const int64_t threads = pool->num_threads();
     const int64_t align = row_group_align(*a.w, groups, threads);
-    int64_t chunk = (groups + 8 * threads - 1) / (8 * threads);
-    chunk = std::max(align, (chunk + align - 1) / align * align);
-    std::atomic<int64_t> next{0};
-    auto run = [&](int64_t, int64_t) {
-        for (int64_t b = next.fetch_add(chunk, std::memory_order_relaxed); b < groups;
-             b = next.fetch_add(chunk, std::memory_order_relaxed))
-            fn(b, std::min(b + chunk, groups));
-    };
-    pool->parallel_for(threads, std::ref(run)); // std::ref: the std::function holds a pointer, no allocation
+    const int64_t tail = (groups + 64 * threads - 1) / (64 * threads);
+    guided_chunks(pool, groups, align, std::max(align, (tail + align - 1) / align * align), fn);
 }
 
 // for_row_groups over several matmuls at once (matmul_multi): one parallel loop instead of one per weight,
@@ -326,7 +341,14 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
         if (s.size() < need) s.resize(need);
         gemm(a, b * 4, std::min(e * 4, rows), xq, xs, n_pad, s.data());
     };
-    serial ? body(0, micro_rows) : pool->parallel_for(micro_rows, std::ref(body));
+    // Guided chunks of whole 48-row panels (kQRowTile; at least two), so every panel is the same rows
+    // whatever the split (an FP4 panel's kernel depends on which rows it holds: gemm_int8.h) and neither
+    // core idles for more than a short chunk at the end.
+    constexpr int64_t kPanelGroups = detail::kQRowTile / 4;
+    if (serial)
+        body(0, micro_rows);
+    else
+        guided_chunks(pool, micro_rows, kPanelGroups, 2 * kPanelGroups, body);
 }
 
 // The F32 GEMV: the activations prepared once in the layout the ISA's kernel reads, output rows handed to
