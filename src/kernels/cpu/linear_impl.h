@@ -449,6 +449,19 @@ template <class I, int R, WeightFormat F> void gemv_rows(const MatmulArgs& a, in
 
 template <class I, WeightFormat F>
 void gemv_range(const MatmulArgs& a, int64_t r, int64_t end, const float* xprep) {
+    // One token, BF16 rows of at most 1024 columns: one row at a time, so a chunk is one sequential stream
+    // (a tile of 4 reads 4 streams a row apart). Each row's two chains are the same operations whatever
+    // the tile height (bit-identical). Exact BF16, 2 threads, >= 512 MiB of distinct matrices,
+    // alternating in one process (a temporary switch), median GB/s tile -> one row (pairs won): 512 x 1024
+    // 21.8 -> 24.2 (15 of 20), 1024 x 512 22.3 -> 25.4 (18/20), 32000 x 1024 27.3 -> 27.4 (12/20); but
+    // 4096 x 2048 27.5 -> 26.5 (2/20) and 129280 x 4096 29.7 -> 29.2 (5/20): one row reads 4 bytes of F32
+    // activations per 2 weight bytes, and past 4 KiB of them per row they crowd L1 beside the stream.
+    if constexpr (I::kPairs && F == WeightFormat::kBF16) {
+        if (a.n == 1 && a.w->cols <= 1024) {
+            for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, xprep);
+            return;
+        }
+    }
     for (; r + 4 <= end; r += 4) gemv_rows<I, 4, F>(a, r, xprep);
     for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, xprep);
 }
