@@ -82,6 +82,29 @@ Fp8Weight random_fp8(int64_t rows, int64_t cols, int bc, std::mt19937* rng) {
     return s;
 }
 
+// FP4 e2m1 weights in 32-column groups: random codes, group scales uniform in [lo, hi] (e8m0).
+struct Fp4Weight {
+    core::Weight w;
+    std::vector<uint8_t> data, scale;
+};
+
+Fp4Weight random_fp4(int64_t rows, int64_t cols, int lo, int hi, std::mt19937* rng) {
+    Fp4Weight s;
+    std::uniform_int_distribution<int> byte(0, 255), sc(lo, hi);
+    s.data.resize(rows * cols / 2);
+    s.scale.resize(rows * cols / 32);
+    for (uint8_t& b : s.data) b = static_cast<uint8_t>(byte(*rng));
+    for (uint8_t& b : s.scale) b = static_cast<uint8_t>(sc(*rng));
+    s.w.format = core::WeightFormat::kFp4Group;
+    s.w.rows = rows;
+    s.w.cols = cols;
+    s.w.block_rows = 1;
+    s.w.block_cols = 32;
+    s.w.data = s.data.data();
+    s.w.scale = s.scale.data();
+    return s;
+}
+
 // The exact matmul computes every token on its own: a call over 300 tokens (on AVX-512 the FP8 / FP4 GEMV in
 // three balanced chunks of 100, linear.cpp; elsewhere the F32 GEMM in chunks of 128) writes, bit for bit,
 // what calls over pieces of those tokens write (each piece > kGemvMaxTokens, so every ISA takes the same
@@ -93,20 +116,10 @@ TEST(GemmExact, EveryTokenIsComputedAsInAnyTokenSplit) {
     core::ThreadPool pool(2);
     std::mt19937 rng(23);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::uniform_int_distribution<int> byte(0, 255), sc(118, 124);
     const int64_t quant_rows = 70, cols = 512;
     const Fp8Weight fp8 = random_fp8(quant_rows, cols, 128, &rng);
-    std::vector<uint8_t> fp4_data(quant_rows * cols / 2), fp4_scale(quant_rows * cols / 32);
-    for (uint8_t& b : fp4_data) b = static_cast<uint8_t>(byte(rng));
-    for (uint8_t& b : fp4_scale) b = static_cast<uint8_t>(sc(rng));
-    core::Weight fp4;
-    fp4.format = core::WeightFormat::kFp4Group;
-    fp4.rows = quant_rows;
-    fp4.cols = cols;
-    fp4.block_rows = 1;
-    fp4.block_cols = 32;
-    fp4.data = fp4_data.data();
-    fp4.scale = fp4_scale.data();
+    const Fp4Weight fp4s = random_fp4(quant_rows, cols, 118, 124, &rng);
+    const core::Weight& fp4 = fp4s.w;
     std::vector<float> f32_data(24 * cols);
     for (float& v : f32_data) v = nd(rng);
     core::Weight f32;
@@ -243,7 +256,6 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
     core::ThreadPool pool(2);
     std::mt19937 rng(22);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::uniform_int_distribution<int> byte(0, 255);
     struct Case {
         int64_t rows, cols, n;
         int lo_scale, hi_scale;
@@ -254,18 +266,8 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
           Case{31, 128, 72, 100, 140}, Case{20, 256, 56, 120, 122}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n) +
                      " scales " + std::to_string(c.lo_scale) + ".." + std::to_string(c.hi_scale));
-        std::uniform_int_distribution<int> sc(c.lo_scale, c.hi_scale);
-        std::vector<uint8_t> data(c.rows * c.cols / 2), scale(c.rows * c.cols / 32);
-        for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-        for (uint8_t& b : scale) b = static_cast<uint8_t>(sc(rng));
-        core::Weight w;
-        w.format = core::WeightFormat::kFp4Group;
-        w.rows = c.rows;
-        w.cols = c.cols;
-        w.block_rows = 1;
-        w.block_cols = 32;
-        w.data = data.data();
-        w.scale = scale.data();
+        const Fp4Weight ws = random_fp4(c.rows, c.cols, c.lo_scale, c.hi_scale, &rng);
+        const core::Weight& w = ws.w;
         const int64_t ldx = c.cols + 1, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;
         std::vector<float> x(c.n * ldx);
         for (float& v : x) v = nd(rng);
@@ -316,23 +318,13 @@ TEST(GemmInt8, OutputDoesNotDependOnThePool) {
         GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
     std::mt19937 rng(31);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::uniform_int_distribution<int> byte(0, 255), sc(120, 122);
     const int64_t cols = 512;
     for (const int64_t rows : {int64_t{200}, int64_t{1000}}) {
         // Scales within 2^2 (every row folds) except one row in 97, whose first group is 2^10 smaller: the
         // panels holding such a row are mixed, the others fold whole.
-        std::vector<uint8_t> data(rows * cols / 2), scale(rows * cols / 32);
-        for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-        for (uint8_t& b : scale) b = static_cast<uint8_t>(sc(rng));
-        for (int64_t r = 5; r < rows; r += 97) scale[r * (cols / 32)] = 110;
-        core::Weight fp4;
-        fp4.format = core::WeightFormat::kFp4Group;
-        fp4.rows = rows;
-        fp4.cols = cols;
-        fp4.block_rows = 1;
-        fp4.block_cols = 32;
-        fp4.data = data.data();
-        fp4.scale = scale.data();
+        Fp4Weight fp4s = random_fp4(rows, cols, 120, 122, &rng);
+        for (int64_t r = 5; r < rows; r += 97) fp4s.scale[r * (cols / 32)] = 110;
+        const core::Weight& fp4 = fp4s.w;
         const Fp8Weight fp8 = random_fp8(rows, cols, 128, &rng);
         for (const core::Weight* w : {static_cast<const core::Weight*>(&fp4), &fp8.w}) {
             for (const int64_t n : {int64_t{24}, int64_t{72}}) {
