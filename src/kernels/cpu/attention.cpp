@@ -286,47 +286,24 @@ heads_logits_avx512(const float* q, int64_t qs, const float* kt, int64_t tiles, 
     }
 }
 
-// o[c] += w[j] * keys[j][c] for j = 0..n-1 in order, per channel c (w: the softmax weights, already divided
-// by their sum): ref's weighted sum, 64 channels at a time in registers (the same additions per element in
-// the same order, none fused).
+// o[c] += w[j] * keys[j][c] for j = 0..n-1 in order, per channel c, for H heads at once (w: the softmax
+// weights, already divided by their sum; head h's at w + h * ls, its output at o + h * os): ref's weighted
+// sum, 64 channels at a time in registers, each key vector loaded once for the H heads (the same additions
+// per element in the same order, none fused).
+template <int H>
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) void
-weighted_sum_avx512(const float* w, const float* const* keys, int64_t n, int64_t d, float* o) {
+weighted_sum_avx512(const float* w, int64_t ls, const float* const* keys, int64_t n, int64_t d, float* o,
+                    int64_t os) {
     const int64_t d64 = d / 64 * 64;
     for (int64_t c = 0; c < d64; c += 64) {
-        __m512 a0 = _mm512_loadu_ps(o + c), a1 = _mm512_loadu_ps(o + c + 16),
-               a2 = _mm512_loadu_ps(o + c + 32), a3 = _mm512_loadu_ps(o + c + 48);
-        for (int64_t j = 0; j < n; ++j) {
-            const __m512 pj = _mm512_set1_ps(w[j]);
-            const float* k = keys[j] + c;
-            a0 = _mm512_add_ps(a0, _mm512_mul_ps(pj, _mm512_loadu_ps(k)));
-            a1 = _mm512_add_ps(a1, _mm512_mul_ps(pj, _mm512_loadu_ps(k + 16)));
-            a2 = _mm512_add_ps(a2, _mm512_mul_ps(pj, _mm512_loadu_ps(k + 32)));
-            a3 = _mm512_add_ps(a3, _mm512_mul_ps(pj, _mm512_loadu_ps(k + 48)));
-        }
-        _mm512_storeu_ps(o + c, a0);
-        _mm512_storeu_ps(o + c + 16, a1);
-        _mm512_storeu_ps(o + c + 32, a2);
-        _mm512_storeu_ps(o + c + 48, a3);
-    }
-    for (int64_t j = 0; j < n; ++j)
-        for (int64_t c = d64; c < d; ++c) o[c] += w[j] * keys[j][c];
-}
-
-// weighted_sum_avx512 for kHeads heads at once (w: head 0's weights, the others ls apart; o: head 0's
-// output, the others os apart): each key vector loaded once for the kHeads heads. Same order per element.
-__attribute__((target("avx512f"), optimize("fp-contract=off"))) void
-heads_weighted_sum_avx512(const float* w, int64_t ls, const float* const* keys, int64_t n, int64_t d,
-                          float* o, int64_t os) {
-    const int64_t d64 = d / 64 * 64;
-    for (int64_t c = 0; c < d64; c += 64) {
-        __m512 a[kHeads][4];
-        for (int h = 0; h < kHeads; ++h)
+        __m512 a[H][4];
+        for (int h = 0; h < H; ++h)
             for (int v = 0; v < 4; ++v) a[h][v] = _mm512_loadu_ps(o + h * os + c + v * 16);
         for (int64_t j = 0; j < n; ++j) {
             const float* k = keys[j] + c;
             const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16), k2 = _mm512_loadu_ps(k + 32),
                          k3 = _mm512_loadu_ps(k + 48);
-            for (int h = 0; h < kHeads; ++h) {
+            for (int h = 0; h < H; ++h) {
                 const __m512 pj = _mm512_set1_ps(w[h * ls + j]);
                 a[h][0] = _mm512_add_ps(a[h][0], _mm512_mul_ps(pj, k0));
                 a[h][1] = _mm512_add_ps(a[h][1], _mm512_mul_ps(pj, k1));
@@ -334,10 +311,10 @@ heads_weighted_sum_avx512(const float* w, int64_t ls, const float* const* keys, 
                 a[h][3] = _mm512_add_ps(a[h][3], _mm512_mul_ps(pj, k3));
             }
         }
-        for (int h = 0; h < kHeads; ++h)
+        for (int h = 0; h < H; ++h)
             for (int v = 0; v < 4; ++v) _mm512_storeu_ps(o + h * os + c + v * 16, a[h][v]);
     }
-    for (int h = 0; h < kHeads; ++h)
+    for (int h = 0; h < H; ++h)
         for (int64_t j = 0; j < n; ++j)
             for (int64_t c = d64; c < d; ++c) o[h * os + c] += w[h * ls + j] * keys[j][c];
 }
@@ -403,9 +380,9 @@ void attend(const SparseAttentionParams& p, int64_t i, int64_t h0, int64_t h1, c
             if (p.lse_sum) p.lse_sum[i * p.n_heads + h + k] = denom;
         }
         if (hb == kHeads) {
-            heads_weighted_sum_avx512(s.logits, s.ls, s.keys, n, d, oh, d);
+            weighted_sum_avx512<kHeads>(s.logits, s.ls, s.keys, n, d, oh, d);
         } else if (avx512) {
-            weighted_sum_avx512(s.logits, s.keys, n, d, oh);
+            weighted_sum_avx512<1>(s.logits, s.ls, s.keys, n, d, oh, d);
         } else {
             for (int64_t j = 0; j < n; ++j) {
                 const float pj = s.logits[j];

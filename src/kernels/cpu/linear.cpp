@@ -85,8 +85,8 @@ int64_t row_group_align(const core::Weight& w, int64_t groups, int64_t threads) 
 // is left, rounded up to whole `align` multiples and never below `min_chunk` (a multiple of align), so the
 // chunks shrink toward the end and the thread that finishes first waits at most one small chunk for the
 // other (equal chunks of 1/16 of the call left up to 1/16 of it to one core). Where the chunks fall depends
-// only on groups, align and min_chunk (each claim's size on the counter's value), never on timing or on
-// which thread claims them. fn(b, e) on the claiming thread.
+// only on groups, align, min_chunk and the pool's size (each claim's size on the counter's value), never on
+// timing or on which thread claims them. fn(b, e) on the claiming thread.
 template <class Fn>
 void guided_chunks(core::ThreadPool* pool, int64_t groups, int64_t align, int64_t min_chunk, const Fn& fn) {
     const int64_t threads = pool->num_threads();
@@ -356,9 +356,6 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
 void gemv_f32(const MatmulArgs& a, const detail::KernelTable& k, core::ThreadPool* pool, bool serial) {
     const core::Weight& w = *a.w;
     const int64_t rows = a.row_end - a.row_begin;
-    std::vector<float>& buf = scratch(0);
-    if (buf.size() < static_cast<size_t>(a.n * w.cols)) buf.resize(static_cast<size_t>(a.n * w.cols));
-    const float* xprep = k.prep(a, buf.data()) ? buf.data() : nullptr;
     if (w.format == core::WeightFormat::kF32 && !serial && a.n >= 8 && rows <= kF32GemvMaxRows) {
         // F32 weights of a few rows (the mHC `fn` matrices, 24 x 16384 and 4 x 16384) at prefill token
         // counts: the tokens, not the rows, go to the pool in groups of 4, each thread computing every row
@@ -378,6 +375,9 @@ void gemv_f32(const MatmulArgs& a, const detail::KernelTable& k, core::ThreadPoo
         guided_chunks(pool, (a.n + 3) / 4, 1, 1, tokens);
         return;
     }
+    std::vector<float>& buf = scratch(0);
+    if (buf.size() < static_cast<size_t>(a.n * w.cols)) buf.resize(static_cast<size_t>(a.n * w.cols));
+    const float* xprep = k.prep(a, buf.data()) ? buf.data() : nullptr;
     const int64_t groups = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) {
         std::vector<float>& fold = scratch(2);
