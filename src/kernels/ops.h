@@ -52,7 +52,8 @@ namespace ref {
 void matmul(const MatmulArgs& a);
 // out [w.cols] = W[r, :] in F32.
 void dequantize_row(const core::Weight& w, int64_t r, float* out);
-// y [n, d] = x * rsqrt(mean(x^2) + eps) (* weight when weight != nullptr). In place allowed.
+// y [n, d] = x * rsqrt(mean(x^2) + eps) (* weight when weight != nullptr). In place allowed. The sum of
+// squares is in double, over 16 interleaved partial sums in a fixed order (elementwise.cpp).
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y);
 // Interleaved RoPE on the trailing rope_dim channels of n vectors x [n, ld] (first `dim` used):
 // pair i = (x[dim - rope_dim + 2i], x[... + 1]) rotated by angle with cos[i], sin[i]; inverse uses -sin.

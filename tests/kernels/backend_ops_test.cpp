@@ -441,8 +441,8 @@ TEST(BackendOps, HcPostMatchesRefExactly) {
     }
 }
 
-// RMSNorm through the CPU backend (rows four at a time, split over the pool) is the reference bit for bit:
-// row counts around the group of four, with and without a weight, in place and not.
+// RMSNorm through the CPU backend (split over the pool, in place or not) is the reference bit for bit:
+// row counts around the pool split, widths around the 16 partial sums, with and without a weight.
 TEST(BackendOps, RmsNormMatchesRefExactly) {
     std::mt19937 rng(22);
     for (int64_t n : {1, 3, 4, 5, 9, 130}) {

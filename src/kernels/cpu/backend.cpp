@@ -25,30 +25,6 @@ template <typename Fn> void over_tokens(core::ThreadPool& pool, int64_t T, int64
     pool.parallel_for(T, std::ref(fn));
 }
 
-// ref::rms_norm four rows at a time: each row's sum of squares is still one double chain in column order
-// (the reference's), but four independent chains run together instead of one bound by the add latency;
-// the same operations per element (this file has no FMA flags), so the results are bit-identical.
-// In place (x == y) works: a row is written only after its sum.
-void rms_norm_rows(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float* xr[4] = {x + i * d, x + (i + 1) * d, x + (i + 2) * d, x + (i + 3) * d};
-        double ss[4] = {0.0, 0.0, 0.0, 0.0};
-        for (int64_t j = 0; j < d; ++j)
-            for (int r = 0; r < 4; ++r) ss[r] += static_cast<double>(xr[r][j]) * xr[r][j];
-        for (int r = 0; r < 4; ++r) {
-            const float mean = static_cast<float>(ss[r] / static_cast<double>(d));
-            const float inv = 1.0f / std::sqrt(mean + eps);
-            float* yr = y + (i + r) * d;
-            for (int64_t j = 0; j < d; ++j) {
-                const float v = xr[r][j] * inv;
-                yr[j] = weight ? weight[j] * v : v;
-            }
-        }
-    }
-    ref::rms_norm(x + i * d, weight, n - i, d, eps, y + i * d);
-}
-
 } // namespace
 
 void linear_on(const MatmulArgs& args, core::ThreadPool* pool) {
@@ -95,7 +71,7 @@ void CpuBackend::run_linear_multi(std::span<const MatmulArgs> args) {
 
 void CpuBackend::run_rms_norm(const RmsNormParams& p) {
     over_tokens(*pool_, p.n, p.d, [&](int64_t b, int64_t e) {
-        rms_norm_rows(p.x + b * p.d, p.weight, e - b, p.d, p.eps, p.y + b * p.d);
+        ref::rms_norm(p.x + b * p.d, p.weight, e - b, p.d, p.eps, p.y + b * p.d);
     });
 }
 
