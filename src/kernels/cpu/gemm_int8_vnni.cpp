@@ -15,6 +15,7 @@
 
 #include "core/weight.h"
 #include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/transpose_avx512.h"
 
 namespace deepinfer::kernels::cpu::detail::gemm_vnni {
 namespace {
@@ -243,30 +244,6 @@ void block_seeds(const uint8_t* xq, int64_t n_pad, int64_t nkb, int32_t* seed) {
         }
 }
 
-// r[m] = row m of a 16 x 16 float block; on return r[i] = its column i (4 rounds of 16 shuffles).
-inline void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; ++i) {
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-    for (int h = 0; h < 2; ++h)
-        for (int j = 0; j < 4; ++j) {
-            t[8 * h + j] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + 4 + j], 0x88);
-            t[8 * h + 4 + j] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + 4 + j], 0xdd);
-        }
-    for (int j = 0; j < 8; ++j) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-    }
-}
-
 // y[i * ldy + m] = ct[m * n_pad + i] (m < rows, i < n): 16 rows x 16 tokens at a time through registers,
 // so each token's 16 rows leave in one 64-byte store. One scalar store per element filled the store queue
 // while a large output's lines were fetched (wq_b's 16 MiB at 128 tokens); rows past the last 16 scalar.
@@ -278,7 +255,7 @@ void store_transposed(const float* ct, int64_t rows, int64_t n, int64_t n_pad, f
         for (int64_t m0 = 0; m0 < r16; m0 += 16) {
             __m512 r[16];
             for (int m = 0; m < 16; ++m) r[m] = _mm512_maskz_loadu_ps(k, ct + (m0 + m) * n_pad + i0);
-            transpose16(r);
+            detail::transpose16(r);
             for (int64_t i = 0; i < cnt; ++i) _mm512_storeu_ps(y + (i0 + i) * ldy + m0, r[i]);
         }
     }
