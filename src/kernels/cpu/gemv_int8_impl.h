@@ -7,6 +7,13 @@
 // The including file provides <immintrin.h>, <cstdint>, core/weight.h, kernels/cpu/linear_kernels.h and
 // min64, and includes this inside an anonymous namespace.
 
+// The largest magnitude of the kQBlock activations at x: the block's int8 scale is amax / 127.
+inline float block_amax(const float* x) {
+    __m512 mx = _mm512_setzero_ps();
+    for (int c = 0; c < kQBlock; c += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
+    return _mm512_reduce_max_ps(mx);
+}
+
 // acc + the dot products of the u8 weights with the s8 activations over each int32 lane's 4 + 4 bytes
 // (even and odd columns). Exact: a lane sums 8 products of at most 24 x 127.
 inline __m512i dot_q(__m512i acc, __m512i we, __m512i xe, __m512i wo, __m512i xo) {
@@ -37,10 +44,7 @@ void quantize_gemv(const MatmulArgs& a, int8_t* xq, int32_t* corr, float* xs) {
     for (int64_t t = 0; t < a.n; ++t) {
         for (int64_t kb = 0; kb < nb; ++kb) {
             const float* x = a.x + t * a.ldx + kb * kQBlock;
-            __m512 mx = _mm512_setzero_ps();
-            for (int c = 0; c < kQBlock; c += 16)
-                mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
-            const float amax = _mm512_reduce_max_ps(mx);
+            const float amax = block_amax(x);
             const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
             xs[t * nb + kb] = 0.5f * (amax / 127.0f);
             int8_t* dst = xq + t * cols + kb * kQBlock;

@@ -24,6 +24,8 @@ inline float e8m0(uint8_t s) {
     return f;
 }
 
+#include "kernels/cpu/gemv_int8_impl.h" // block_amax, quantize_gemv, gemv_q (vpdpbusd here)
+
 // Panel of up to kQRowTile rows x kQBlock columns: int8 weights, and per (row, 32-column group) the scale
 // and the offset correction.
 struct QPanel {
@@ -150,10 +152,7 @@ void quantize(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, uint8_
                 continue;
             }
             const float* x = a.x + i * a.ldx + kb * kQBlock;
-            __m512 mx = _mm512_setzero_ps();
-            for (int c = 0; c < kQBlock; c += 16)
-                mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
-            const float amax = _mm512_reduce_max_ps(mx);
+            const float amax = block_amax(x);
             const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
             xs[kb * n_pad + i] = amax / 127.0f;
             for (int c = 0; c < kQBlock; c += 16) {
@@ -167,9 +166,6 @@ void quantize(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, uint8_
         }
     }
 }
-
-// ------------------------------------------------------------------------------------------- GEMV
-#include "kernels/cpu/gemv_int8_impl.h" // quantize_gemv, gemv_q (vpdpbusd here)
 
 } // namespace
 } // namespace deepinfer::kernels::cpu::detail::avx512vnni
