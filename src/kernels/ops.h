@@ -81,7 +81,14 @@ void matmul_multi(std::span<const MatmulArgs> args);
 // Scalar activations, as torch defines them.
 float sigmoid(float x);
 float softplus(float x); // beta 1, threshold 20 (x > 20 -> x)
-float silu(float x);
+float silu(float x);     // x / (1 + exp_ref(-x))
+// e^x as every backend computes it where bits must agree (SwiGLU's silu, attention's softmax): x clamped to
+// [-104, 89] (where e^x is already 0 / inf in F32), k = round(x log2 e), r = x - k ln 2 in two steps
+// (Cody-Waite: ln 2's high part has 9 significant bits, so k * hi is exact), e^r by Cephes' expf polynomial
+// (degree 6 beyond 1 + r), then exactly rounded scaling by 2^k; every operation a separately rounded F32 one
+// (no FMA), so SIMD versions (cpu/exp_avx512.h) give the same bits and the result does not depend on the C
+// library. NaN returns x. Within 2 ulp of std::exp (ops_test).
+float exp_ref(float x);
 
 inline void matmul(const MatmulArgs& a) {
     cpu::matmul(a);

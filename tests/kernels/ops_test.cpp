@@ -6,6 +6,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -192,6 +193,45 @@ TEST(RmsNorm, WeightedAndUnweighted) {
             EXPECT_EQ(inplace, y);
         }
     }
+}
+
+// exp_ref against the C library's expf: within 2 ulp over every 13th float in [-104, 89] (the whole range
+// where e^x is a nonzero finite float), 0 below and inf above as expf, NaN kept.
+TEST(ExpRef, WithinTwoUlpOfExpf) {
+    auto ordered = [](float a) {
+        int32_t i;
+        std::memcpy(&i, &a, 4);
+        return i < 0 ? static_cast<int64_t>(std::numeric_limits<int32_t>::min()) - i
+                     : static_cast<int64_t>(i);
+    };
+    int64_t worst = 0, checked = 0;
+    for (uint32_t b = 0; b < 0xffffffffu - 13; b += 13) {
+        float x;
+        std::memcpy(&x, &b, 4);
+        if (!(x >= -104.0f && x <= 89.0f)) continue;
+        const float want = std::exp(x), got = exp_ref(x);
+        if (want == 0.0f || std::isinf(want)) {
+            EXPECT_EQ(got, want) << x;
+            continue;
+        }
+        const int64_t d = std::abs(ordered(got) - ordered(want));
+        if (d > worst) worst = d;
+        ++checked;
+        if (d > 2) ADD_FAILURE() << "x " << x << ": " << got << " vs expf " << want;
+        if (HasFailure()) break;
+    }
+    EXPECT_GT(checked, 1000000);
+    EXPECT_LE(worst, 2);
+    std::printf("exp_ref: at most %lld ulp from expf over %lld values\n", static_cast<long long>(worst),
+                static_cast<long long>(checked));
+    const float inf = std::numeric_limits<float>::infinity();
+    EXPECT_EQ(exp_ref(-inf), 0.0f);
+    EXPECT_EQ(exp_ref(-200.0f), 0.0f);
+    EXPECT_EQ(exp_ref(inf), inf);
+    EXPECT_EQ(exp_ref(100.0f), inf);
+    EXPECT_EQ(exp_ref(0.0f), 1.0f);
+    EXPECT_EQ(exp_ref(-0.0f), 1.0f);
+    EXPECT_TRUE(std::isnan(exp_ref(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(Rope, InterleavedPairsOnTrailingDimsAreComplexRotations) {

@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/backend.h"
+#include "kernels/cpu/exp_avx512.h"
 #include "kernels/cpu/transpose_avx512.h"
 #include "kernels/ref/ops_ref.h"
 
@@ -204,6 +205,46 @@ int64_t gather_keys(const SparseAttentionParams& p, int64_t i, const float** key
     }
     return n;
 }
+
+// ref::softmax_sink 16 keys per vector: the maximum (order-free), exp_ref's lanes (exp16), partial sum l
+// of ref's in lane l, the lanes folded in ref's halves, and the division; the same bits.
+#pragma GCC diagnostic push // the undefined pass-through operands, as for transpose_keys_avx512 below
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) ref::SoftmaxStats softmax_sink_avx512(float* x, int64_t n,
+                                                                         const float* sink) {
+    static_assert(ref::kSoftmaxLanes == 16);
+    constexpr int kRn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    auto mask = [&](int64_t j) {
+        return n - j >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    };
+    __m512 m = _mm512_set1_ps(sink ? *sink : neg_inf);
+    for (int64_t j = 0; j < n; j += 16)
+        m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(neg_inf), mask(j), x + j), m);
+    const float mx = _mm512_reduce_max_ps(m);
+    const __m512 mxv = _mm512_set1_ps(mx);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 k = mask(j);
+        const __m512 e = detail::exp16(_mm512_sub_round_ps(_mm512_maskz_loadu_ps(k, x + j), mxv, kRn));
+        _mm512_mask_storeu_ps(x + j, k, e);
+        acc = _mm512_mask_add_ps(acc, k, acc, e);
+    }
+    const __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(acc),
+                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+    const __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+    const __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
+    const float sum = _mm_cvtss_f32(_mm_add_ss(a2, _mm_shuffle_ps(a2, a2, 1)));
+    const float denom = (sink ? exp_ref(*sink - mx) : 0.0f) + sum;
+    const __m512 dv = _mm512_set1_ps(denom);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 k = mask(j);
+        _mm512_mask_storeu_ps(x + j, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, x + j), dv));
+    }
+    return {mx, denom};
+}
+#pragma GCC diagnostic pop
 
 // kt [tiles, d, kTile]: key j's channel c at kt[(j / kTile) * d * kTile + c * kTile + j % kTile], zeros
 // past n (the scalar copy below in 16 x 16 blocks through registers: the copy wrote one float per store,
@@ -398,18 +439,12 @@ void attend(const SparseAttentionParams& p, int64_t i, int64_t h0, int64_t h1, c
                 tile_logits_generic(qh, s.kt + t * d * kTile, d, p.scale, s.logits + t * kTile);
         for (int64_t k = 0; k < hb; ++k) {
             float* logits = s.logits + k * s.ls;
-            const float sink = p.sink ? p.sink[h + k] : neg_inf;
-            float mx = sink;
-            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, logits[j]);
-            float denom = p.sink ? std::exp(sink - mx) : 0.0f;
-            for (int64_t j = 0; j < n; ++j) {
-                logits[j] = std::exp(logits[j] - mx);
-                denom += logits[j];
-            }
-            for (int64_t j = 0; j < n; ++j) logits[j] = logits[j] / denom;
+            const float* sink = p.sink ? p.sink + h + k : nullptr;
+            const ref::SoftmaxStats st =
+                avx512 ? softmax_sink_avx512(logits, n, sink) : ref::softmax_sink(logits, n, sink);
             std::fill_n(oh + k * d, d, 0.0f);
-            if (p.lse_max) p.lse_max[i * p.n_heads + h + k] = mx;
-            if (p.lse_sum) p.lse_sum[i * p.n_heads + h + k] = denom;
+            if (p.lse_max) p.lse_max[i * p.n_heads + h + k] = st.max;
+            if (p.lse_sum) p.lse_sum[i * p.n_heads + h + k] = st.sum;
         }
         if (hb == kHeads) {
             weighted_sum_avx512<kHeads>(s.logits, s.ls, s.keys, n, d, oh, d);

@@ -60,13 +60,13 @@ constexpr int64_t kExpertSplitMaxRows = 64;
 void moe_experts(const MoeExpertsParams& p, const LinearHook& linear, Workspace& ws, core::ThreadPool* pool,
                  MoeSchedule schedule = MoeSchedule::kAuto);
 // The experts' clamped SwiGLU in place, g = silu(min(g, L)) * clamp(u, -L, L) over n elements (no clamp
-// when limit <= 0). swiglu: silu(x) = x / (1 + expf(-x)) as ref computes it. swiglu_fast (Numerics::kFast
-// on AVX-512, elementwise_avx512.cpp; moe_experts picks it when the process default is fast and the active
-// ISA is avx512): 16 lanes at once, exp from a degree-6 polynomial after a Cody-Waite reduction and
-// vscalefps; results within 4 ulp of swiglu's over the test's sweep, the same clamps, NaN, infinities and
-// zeros.
+// when limit <= 0), silu through exp_ref (ops.h). swiglu: element by element. swiglu_avx512
+// (elementwise_avx512.cpp; moe_experts picks it when the active ISA is avx512): 16 lanes at once, the same
+// bits (the same clamps, NaN, infinities and zeros).
 void swiglu(float* g, const float* u, int64_t n, float limit);
-void swiglu_fast(float* g, const float* u, int64_t n, float limit);
+void swiglu_avx512(float* g, const float* u, int64_t n, float limit);
+// y [n] = exp_ref(x) on AVX-512 (the lanes of exp_avx512.h's exp16), for the tests.
+void exp_ref_avx512(const float* x, int64_t n, float* y);
 // y = x W^T on `pool` (the matmul entry point, with the pool when MatmulArgs carries one).
 void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
 

@@ -36,9 +36,9 @@ void swiglu(float* g, const float* u, int64_t n, float limit) {
 namespace {
 
 using SwigluFn = void (*)(float* g, const float* u, int64_t n, float limit);
-// Numerics::kFast's vector exp where the matmuls' fast paths run (AVX-512), else ref's.
-SwigluFn swiglu_for_numerics() {
-    return default_numerics() == Numerics::kFast && active_isa() == Isa::kAvx512 ? &swiglu_fast : &swiglu;
+// The AVX-512 lanes where the matmuls' AVX-512 paths run, else element by element (the same bits).
+SwigluFn swiglu_for_isa() {
+    return active_isa() == Isa::kAvx512 ? &swiglu_avx512 : &swiglu;
 }
 
 // fn(b, e) over rows [0, n) of `work_per_row` elements each: on the pool when it is worth waking.
@@ -78,7 +78,7 @@ void moe_row_split(const MoeExpertsParams& p, const LinearHook& linear, Workspac
                    core::ThreadPool* pool) {
     const int64_t T = p.T, D = p.D, K = p.K;
     const int64_t I = max_intermediate(p);
-    const SwigluFn act = swiglu_for_numerics();
+    const SwigluFn act = swiglu_for_isa();
     const Workspace::Mark mark = ws.mark();
     int64_t* rows = ws.take<int64_t>(T); // [T] rows of the current group
     float* rw = ws.take<float>(T);       // [T] their routing weights
@@ -273,7 +273,7 @@ bool moe_expert_split(const MoeExpertsParams& p, const LinearHook& linear, Works
         for (int64_t i = b; i < end; ++i) std::copy_n(p.x + rows[i] * D, D, xe + i * D);
     });
     const float limit = p.swiglu_limit;
-    const SwigluFn act = swiglu_for_numerics();
+    const SwigluFn act = swiglu_for_isa();
     run_jobs(pool, plan(false), T, std::max(D, I), [&](int64_t j, int64_t th) {
         const Job job = jobs[j];
         const ExpertRef& ex = expert(job.g);

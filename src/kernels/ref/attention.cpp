@@ -111,39 +111,48 @@ void sparse_attention_head(const SparseAttentionParams& p, int64_t i, int64_t h,
     };
     const float* qh = p.q + i * p.q_ld + h * d;
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    const float sink = p.sink ? p.sink[h] : neg_inf;
-    float mx = sink;
-    int64_t n_owned = 0;
+    // logits [m]: the m-th owned key's (a CP rank skips the keys outside its blocks).
+    int64_t m = 0;
     for (int64_t j = 0; j < n; ++j) {
         if (!owned(j)) continue;
-        ++n_owned;
         const float* kj = key(j);
         float s = 0.0f;
         for (int64_t c = 0; c < d; ++c) s += qh[c] * kj[c];
-        logits[j] = s * p.scale;
-        mx = std::max(mx, logits[j]);
+        logits[m++] = s * p.scale;
     }
     float* oh = p.o + i * p.o_ld + h * d;
     std::fill_n(oh, d, 0.0f);
-    if (!p.sink && n_owned == 0) { // nothing to attend to: the merge gives this partial weight 0
+    if (!p.sink && m == 0) { // nothing to attend to: the merge gives this partial weight 0
         if (p.lse_max) p.lse_max[i * p.n_heads + h] = neg_inf;
         if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = 0.0f;
         return;
     }
-    float denom = p.sink ? std::exp(sink - mx) : 0.0f;
+    const SoftmaxStats st = softmax_sink(logits, m, p.sink ? p.sink + h : nullptr);
+    m = 0;
     for (int64_t j = 0; j < n; ++j) {
         if (!owned(j)) continue;
-        logits[j] = std::exp(logits[j] - mx);
-        denom += logits[j];
-    }
-    for (int64_t j = 0; j < n; ++j) {
-        if (!owned(j)) continue;
-        const float pj = logits[j] / denom;
+        const float pj = logits[m++];
         const float* kj = key(j);
         for (int64_t c = 0; c < d; ++c) oh[c] += pj * kj[c];
     }
-    if (p.lse_max) p.lse_max[i * p.n_heads + h] = mx;
-    if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = denom;
+    if (p.lse_max) p.lse_max[i * p.n_heads + h] = st.max;
+    if (p.lse_sum) p.lse_sum[i * p.n_heads + h] = st.sum;
+}
+
+SoftmaxStats softmax_sink(float* x, int64_t n, const float* sink) {
+    constexpr int kLanes = kSoftmaxLanes;
+    float mx = sink ? *sink : -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j]);
+    float acc[kLanes] = {};
+    for (int64_t j = 0; j < n; ++j) {
+        x[j] = exp_ref(x[j] - mx);
+        acc[j % kLanes] += x[j];
+    }
+    for (int half = kLanes / 2; half >= 1; half /= 2)
+        for (int l = 0; l < half; ++l) acc[l] += acc[l + half];
+    const float denom = (sink ? exp_ref(*sink - mx) : 0.0f) + acc[0];
+    for (int64_t j = 0; j < n; ++j) x[j] = x[j] / denom;
+    return {mx, denom};
 }
 
 void sparse_attention(const SparseAttentionParams& p) {

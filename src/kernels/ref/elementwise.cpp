@@ -21,7 +21,24 @@ float softplus(float x) {
 }
 
 float silu(float x) {
-    return x / (1.0f + std::exp(-x));
+    return x / (1.0f + exp_ref(-x));
+}
+
+// ops.h. fp-contract off: a build that enables FMA must not fuse the products below into their sums.
+__attribute__((optimize("fp-contract=off"))) float exp_ref(float x) {
+    if (std::isnan(x)) return x;
+    const float c = std::min(std::max(x, -104.0f), 89.0f);
+    const float k = std::nearbyint(c * 1.44269504088896341f);
+    float r = c - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + (r + 1.0f);
+    return std::ldexp(p, static_cast<int>(k));
 }
 
 namespace ref {

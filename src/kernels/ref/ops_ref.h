@@ -30,6 +30,18 @@ void topk_torch_into(const float* x, int64_t n, int64_t k, int32_t* idx, TopkEle
 void indexer_select(const float* scores, int64_t n_visible, int64_t n_total, int64_t topk, int32_t* picks,
                     TopkElem* scratch, int32_t* sel);
 
+// A head's attention weights in place: x [n] logits -> softmax over them and the sink (a logit that takes
+// weight but has no value; none when sink == nullptr). mx = the largest of them; e_j = exp_ref(x_j - mx);
+// sum = exp_ref(sink - mx) (0 without one) + the e_j added over kSoftmaxLanes interleaved partial sums (e_j
+// into sum j % 16, in j order) folded in halves (sum l += sum l + 8, then + 4, + 2, + 1); x_j = e_j / sum.
+// The partial sums vectorize (cpu/attention.cpp runs them on AVX-512 with the same bits); one running sum
+// was bound by the add latency. Returns {mx, sum} (the CP merge's LSE parts).
+constexpr int kSoftmaxLanes = 16;
+struct SoftmaxStats {
+    float max, sum;
+};
+SoftmaxStats softmax_sink(float* x, int64_t n, const float* sink);
+
 // Query i, head h of sparse attention, keys enumerated as SparseAttentionParams says; logits: scratch
 // [sparse_attention_max_keys]. o[i, h, :] overwritten.
 void sparse_attention_head(const SparseAttentionParams& p, int64_t i, int64_t h, float* logits);
