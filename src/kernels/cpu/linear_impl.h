@@ -86,6 +86,17 @@ template <class I> void split_even_odd(const MatmulArgs& a, int64_t h, float* xp
         for (int64_t c = full; c < cols; ++c) dst[c] = x[c];
     }
 }
+// c + a * b for the column tails: one fused multiply-add where the translation unit has FMA (what the
+// compiler's contraction of `s += a * b` gave in a release build), mul then add where it has not. Spelled
+// out because that contraction depended on the build: the sanitizer build's checks between the multiply
+// and the add kept them apart, so its exact FP4 GEMV gave other bits than the release build's.
+inline float tail_madd(float a, float b, float c) {
+#ifdef __FMA__
+    return __builtin_fmaf(a, b, c);
+#else
+    return c + a * b;
+#endif
+}
 constexpr int64_t kFp4Chunk = 128; // columns per FP4 "words" step: 64 bytes
 template <class I> void split_fp4_words(const MatmulArgs& a, float* xprep) {
     const int64_t cols = a.w->cols, full = cols / kFp4Chunk * kFp4Chunk;
@@ -425,7 +436,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         for (int t = 0; t < T; ++t) {
             float s = I::reduce(acc[i][t]) * out_scale;
             const float* xt = a.x + (t0 + t) * a.ldx;
-            for (int64_t c = vec_cols; c < cols; ++c) s += w.at(r + i, c) * xt[c];
+            for (int64_t c = vec_cols; c < cols; ++c) s = tail_madd(w.at(r + i, c), xt[c], s);
             a.y[(t0 + t) * a.ldy + (r + i - a.row_begin)] = s;
         }
     }
