@@ -87,6 +87,33 @@ tile_scores_avx512(const TileJob& j, const float* q, const float* w, float* s) {
     _mm512_storeu_ps(s, sv);
 }
 
+// tile_scores_avx512 for four queries at once (q[k], w[k] -> s + k * kTile): each key vector loaded once for
+// the four, and four independent chains of adds where one query's chain was bound by the add latency. Each
+// query's operations in tile_scores_avx512's order (the same bits).
+constexpr int64_t kScoreQueries = 4;
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void
+tile_scores4_avx512(const TileJob& j, const float* const* q, const float* const* w, float* s) {
+    const int64_t HI = j.p->n_heads, dI = j.p->head_dim;
+    __m512 sv[kScoreQueries];
+    for (int k = 0; k < kScoreQueries; ++k) sv[k] = _mm512_setzero_ps();
+    const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(j.scale);
+    for (int64_t h = 0; h < HI; ++h) {
+        __m512 acc[kScoreQueries];
+        for (int k = 0; k < kScoreQueries; ++k) acc[k] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < dI; ++c) {
+            const __m512 kv = _mm512_loadu_ps(j.kt + c * kTile);
+            for (int k = 0; k < kScoreQueries; ++k)
+                acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_set1_ps(q[k][h * dI + c]), kv));
+        }
+        for (int k = 0; k < kScoreQueries; ++k) {
+            const __m512 relu = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(acc[k], zero, _CMP_NLT_UQ), acc[k]);
+            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(relu, scale), _mm512_set1_ps(w[k][h]));
+            sv[k] = _mm512_add_ps(sv[k], t);
+        }
+    }
+    for (int k = 0; k < kScoreQueries; ++k) _mm512_storeu_ps(s + k * kTile, sv[k]);
+}
+
 std::atomic<bool> g_allow_avx512{true};
 
 bool has_avx512() {
@@ -127,7 +154,7 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
             pool,
             [&](int64_t ti, int64_t nt) {
                 alignas(64) float kt[kMaxDim * kTile];
-                alignas(64) float s[kTile];
+                alignas(64) float s[kScoreQueries * kTile];
                 const int64_t tb = n_tiles * ti / nt, te = n_tiles * (ti + 1) / nt;
                 for (int64_t tile = tb; tile < te; ++tile) {
                     const int64_t e0 = tile * kTile, ne = std::min(kTile, max_vis - e0);
@@ -143,22 +170,41 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
                         }
                     }
                     const TileJob job{&p, kt, e0, scale};
-                    for (int64_t qi = 0; qi < nq; ++qi) {
-                        const int64_t i = q0 + qi, nv = (p.start_pos + i + 1) / m;
-                        if (e0 >= nv) continue;
-                        const float* q = p.q + i * p.q_ld;
-                        const float* w = p.weights + i * p.w_ld;
+                    // Query qi's scores of this tile (in s + k * kTile) into its row.
+                    auto put = [&](int64_t qi, const float* sq) {
+                        const int64_t nv = (p.start_pos + q0 + qi + 1) / m;
+                        const int64_t nw = std::min(kTile, nv - e0);
+                        if (!p.owned_blocks) {
+                            std::copy_n(sq, nw, scores + qi * n_total + e0);
+                            return;
+                        }
+                        for (int64_t u = 0; u < nw; ++u)
+                            if (owned(e0 + u)) scores[qi * n_total + e0 + u] = sq[u]; // the rest stays +0
+                    };
+                    // The queries that see this tile: from the first whose visible entries reach it (nv
+                    // grows with the position) to the block's end; four at a time on AVX-512.
+                    int64_t qi = 0;
+                    while (qi < nq && e0 >= (p.start_pos + q0 + qi + 1) / m) ++qi;
+                    if (avx512) {
+                        for (; qi + kScoreQueries <= nq; qi += kScoreQueries) {
+                            const float* qs[kScoreQueries];
+                            const float* wq[kScoreQueries];
+                            for (int64_t k = 0; k < kScoreQueries; ++k) {
+                                qs[k] = p.q + (q0 + qi + k) * p.q_ld;
+                                wq[k] = p.weights + (q0 + qi + k) * p.w_ld;
+                            }
+                            tile_scores4_avx512(job, qs, wq, s);
+                            for (int64_t k = 0; k < kScoreQueries; ++k) put(qi + k, s + k * kTile);
+                        }
+                    }
+                    for (; qi < nq; ++qi) {
+                        const float* q = p.q + (q0 + qi) * p.q_ld;
+                        const float* w = p.weights + (q0 + qi) * p.w_ld;
                         if (avx512)
                             tile_scores_avx512(job, q, w, s);
                         else
                             tile_scores_generic(job, q, w, s);
-                        const int64_t nw = std::min(kTile, nv - e0);
-                        if (!p.owned_blocks) {
-                            std::copy_n(s, nw, scores + qi * n_total + e0);
-                            continue;
-                        }
-                        for (int64_t u = 0; u < nw; ++u)
-                            if (owned(e0 + u)) scores[qi * n_total + e0 + u] = s[u]; // the rest stays +0
+                        put(qi, s);
                     }
                 }
             },
