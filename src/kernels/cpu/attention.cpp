@@ -69,49 +69,33 @@ void tile_scores_generic(const TileJob& j, const float* q, const float* w, float
     }
 }
 
-__attribute__((target("avx512f"), optimize("fp-contract=off"))) void
-tile_scores_avx512(const TileJob& j, const float* q, const float* w, float* s) {
-    const int64_t HI = j.p->n_heads, dI = j.p->head_dim;
-    __m512 sv = _mm512_setzero_ps();
-    const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(j.scale);
-    for (int64_t h = 0; h < HI; ++h) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t c = 0; c < dI; ++c)
-            acc = _mm512_add_ps(
-                acc, _mm512_mul_ps(_mm512_set1_ps(q[h * dI + c]), _mm512_loadu_ps(j.kt + c * kTile)));
-        // std::max(acc, 0) (keeps -0 and NaN as it does), * scale, * w_h, then added: ref's order.
-        const __m512 relu = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(acc, zero, _CMP_NLT_UQ), acc);
-        const __m512 t = _mm512_mul_ps(_mm512_mul_ps(relu, scale), _mm512_set1_ps(w[h]));
-        sv = _mm512_add_ps(sv, t);
-    }
-    _mm512_storeu_ps(s, sv);
-}
-
-// tile_scores_avx512 for four queries at once (q[k], w[k] -> s + k * kTile): each key vector loaded once for
-// the four, and four independent chains of adds where one query's chain was bound by the add latency. Each
-// query's operations in tile_scores_avx512's order (the same bits).
+// Q queries' scores against the tile (query k: q[k], w[k] -> s + k * kTile), each query's operations in
+// ref's order: per head a chain of multiply-then-add over the channels, std::max(acc, 0) (keeps -0 and NaN
+// as it does), * scale, * w_h, then added. Q = 4 loads each key vector once for the four queries and runs
+// four independent add chains, where one query's chain was bound by the add latency; the same bits.
 constexpr int64_t kScoreQueries = 4;
+template <int Q>
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) void
-tile_scores4_avx512(const TileJob& j, const float* const* q, const float* const* w, float* s) {
+tile_scores_avx512(const TileJob& j, const float* const* q, const float* const* w, float* s) {
     const int64_t HI = j.p->n_heads, dI = j.p->head_dim;
-    __m512 sv[kScoreQueries];
-    for (int k = 0; k < kScoreQueries; ++k) sv[k] = _mm512_setzero_ps();
+    __m512 sv[Q];
+    for (int k = 0; k < Q; ++k) sv[k] = _mm512_setzero_ps();
     const __m512 zero = _mm512_setzero_ps(), scale = _mm512_set1_ps(j.scale);
     for (int64_t h = 0; h < HI; ++h) {
-        __m512 acc[kScoreQueries];
-        for (int k = 0; k < kScoreQueries; ++k) acc[k] = _mm512_setzero_ps();
+        __m512 acc[Q];
+        for (int k = 0; k < Q; ++k) acc[k] = _mm512_setzero_ps();
         for (int64_t c = 0; c < dI; ++c) {
             const __m512 kv = _mm512_loadu_ps(j.kt + c * kTile);
-            for (int k = 0; k < kScoreQueries; ++k)
+            for (int k = 0; k < Q; ++k)
                 acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_set1_ps(q[k][h * dI + c]), kv));
         }
-        for (int k = 0; k < kScoreQueries; ++k) {
+        for (int k = 0; k < Q; ++k) {
             const __m512 relu = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(acc[k], zero, _CMP_NLT_UQ), acc[k]);
             const __m512 t = _mm512_mul_ps(_mm512_mul_ps(relu, scale), _mm512_set1_ps(w[k][h]));
             sv[k] = _mm512_add_ps(sv[k], t);
         }
     }
-    for (int k = 0; k < kScoreQueries; ++k) _mm512_storeu_ps(s + k * kTile, sv[k]);
+    for (int k = 0; k < Q; ++k) _mm512_storeu_ps(s + k * kTile, sv[k]);
 }
 
 std::atomic<bool> g_allow_avx512{true};
@@ -193,7 +177,7 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
                                 qs[k] = p.q + (q0 + qi + k) * p.q_ld;
                                 wq[k] = p.weights + (q0 + qi + k) * p.w_ld;
                             }
-                            tile_scores4_avx512(job, qs, wq, s);
+                            tile_scores_avx512<kScoreQueries>(job, qs, wq, s);
                             for (int64_t k = 0; k < kScoreQueries; ++k) put(qi + k, s + k * kTile);
                         }
                     }
@@ -201,7 +185,7 @@ void indexer(const IndexerParams& p, core::ThreadPool& pool, Workspace& ws) {
                         const float* q = p.q + (q0 + qi) * p.q_ld;
                         const float* w = p.weights + (q0 + qi) * p.w_ld;
                         if (avx512)
-                            tile_scores_avx512(job, q, w, s);
+                            tile_scores_avx512<1>(job, &q, &w, s);
                         else
                             tile_scores_generic(job, q, w, s);
                         put(qi, s);
