@@ -247,6 +247,129 @@ TEST(GemmInt8, Fp8GemmMatchesItsScalarEmulation) {
     }
 }
 
+// BF16 weights: Gaussian values whose scale changes from row to row by up to 2^±20 (so the per-block
+// scale, not a shared one, is what keeps them), with an all-zero 128-column block and a block of
+// subnormals in the first rows.
+struct Bf16Weight {
+    core::Weight w;
+    std::vector<uint16_t> data;
+};
+
+Bf16Weight random_bf16(int64_t rows, int64_t cols, std::mt19937* rng) {
+    Bf16Weight s;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> ex(-20, 20);
+    s.data.resize(rows * cols);
+    for (int64_t r = 0; r < rows; ++r) {
+        const float row_scale = std::ldexp(1.0f, ex(*rng));
+        for (int64_t c = 0; c < cols; ++c) s.data[r * cols + c] = core::f32_to_bf16(nd(*rng) * row_scale);
+    }
+    if (rows > 1 && cols >= 256) {
+        std::fill_n(s.data.begin() + 128, 128, uint16_t{0});
+        for (int64_t c = 0; c < 128; ++c) s.data[cols + c] = core::f32_to_bf16(nd(*rng) * 1e-39f);
+    }
+    s.w.format = core::WeightFormat::kBF16;
+    s.w.rows = rows;
+    s.w.cols = cols;
+    s.w.data = s.data.data();
+    return s;
+}
+
+// The scalar definition: each value within half a step of the scale (amax / 127), the largest magnitude at
+// 127, an all-zero block all zero.
+TEST(GemmInt8, Bf16RequantizationFollowsTheDefinition) {
+    std::mt19937 rng(24);
+    const Bf16Weight s = random_bf16(40, 256, &rng);
+    for (int64_t r = 0; r < 40; ++r) {
+        for (int64_t kb = 0; kb < 2; ++kb) {
+            const uint16_t* w = s.data.data() + r * 256 + kb * 128;
+            int8_t q[128];
+            const float scale = cpu::detail::bf16_requant_block(w, q);
+            float amax = 0.0f;
+            int largest = 0;
+            for (int c = 0; c < 128; ++c) {
+                const float v = core::bf16_to_f32(w[c]);
+                amax = std::max(amax, std::abs(v));
+                if (r == 1 && kb == 0) { // subnormals: below kBf16RequantMin, all zero
+                    ASSERT_EQ(q[c], 0) << c;
+                    continue;
+                }
+                ASSERT_LE(std::abs(static_cast<double>(q[c]) * scale - v), 0.5001 * scale) << r << " " << c;
+                largest = std::max(largest, std::abs(static_cast<int>(q[c])));
+            }
+            EXPECT_EQ(scale, amax / 127.0f);
+            EXPECT_EQ(largest, amax >= cpu::detail::kBf16RequantMin ? 127 : 0) << r << " " << kb;
+        }
+    }
+}
+
+// The fast numerics for BF16 weights, scalar: int8 activations as for FP8 (emulate), the weights by
+// bf16_requant_block, exact integer sums, the rest in double.
+std::vector<double> emulate_bf16(const Bf16Weight& s, const std::vector<float>& x, int64_t n, int64_t ldx,
+                                 int64_t r0, int64_t r1) {
+    const int64_t cols = s.w.cols;
+    std::vector<double> y(n * (r1 - r0), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+        for (int64_t kb = 0; kb < cols / 128; ++kb) {
+            const float* xb = x.data() + i * ldx + kb * 128;
+            float amax = 0.0f;
+            for (int c = 0; c < 128; ++c) amax = std::max(amax, std::abs(xb[c]));
+            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f, xs = amax / 127.0f;
+            for (int64_t r = r0; r < r1; ++r) {
+                int8_t q[128];
+                const float ws = cpu::detail::bf16_requant_block(s.data.data() + r * cols + kb * 128, q);
+                int64_t sum = 0;
+                for (int c = 0; c < 128; ++c) sum += static_cast<int64_t>(std::nearbyint(xb[c] * inv)) * q[c];
+                y[i * (r1 - r0) + r - r0] += static_cast<double>(sum) * ws * xs;
+            }
+        }
+    }
+    return y;
+}
+
+TEST(GemmInt8, Bf16GemmMatchesItsScalarEmulation) {
+    if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512))
+        GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
+    core::ThreadPool pool(2);
+    std::mt19937 rng(25);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    struct Case {
+        int64_t rows, cols, n;
+    };
+    // From kInt8OverBf16Tokens (below it, CPUs with AVX-512 BF16 take the BF16 GEMV); microtile and panel
+    // tails, the 8-token tail, past one 64-token group, a row range inside the weight.
+    for (const Case& c : {Case{7, 128, 41}, Case{50, 256, 47}, Case{130, 512, 100}, Case{97, 384, 512},
+                          Case{61, 1024, 64}, Case{30, 256, 56}, Case{19, 128, 72}, Case{49, 256, 28}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
+        const Bf16Weight s = random_bf16(c.rows, c.cols, &rng);
+        const int64_t ldx = c.cols + 3, r0 = c.rows / 5, r1 = c.rows, out = r1 - r0, ldy = out + 2;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> y(c.n * ldy, -7.0f);
+        MatmulArgs a{x.data(), c.n, ldx, &s.w, r0, r1, y.data(), ldy, &pool, Numerics::kFast};
+        cpu::matmul_isa(a, cpu::Isa::kAvx512);
+        const std::vector<double> want = emulate_bf16(s, x, c.n, ldx, r0, r1);
+        // Per output row (rows differ in scale by up to 2^40): the error against that row's magnitude.
+        std::vector<double> num(out, 0.0), den(out, 0.0);
+        int64_t past = 0;
+        for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t r = 0; r < out; ++r) {
+                const double wv = want[i * out + r], d = y[i * ldy + r] - wv;
+                num[r] += d * d;
+                den[r] += wv * wv;
+            }
+            for (int64_t r = out; r < ldy; ++r) past += y[i * ldy + r] != -7.0f;
+        }
+        for (int64_t r = 0; r < out; ++r) {
+            if (den[r] == 0.0)
+                EXPECT_EQ(num[r], 0.0) << "row " << r0 + r;
+            else
+                EXPECT_LT(num[r] / den[r], 1e-11) << "row " << r0 + r;
+        }
+        EXPECT_EQ(past, 0);
+    }
+}
+
 // FP4 e2m1 (group 32): 2 x e2m1 is an exact int8, so the fast GEMM is the exact weights times the int8
 // activations. Scales within 2^3 per 128 columns take the folded one-sum kernel, wider ones the per-group
 // kernel; both against the same double-precision emulation.
@@ -326,10 +449,14 @@ TEST(GemmInt8, OutputDoesNotDependOnThePool) {
         for (int64_t r = 5; r < rows; r += 97) fp4s.scale[r * (cols / 32)] = 110;
         const core::Weight& fp4 = fp4s.w;
         const Fp8Weight fp8 = random_fp8(rows, cols, 128, &rng);
-        for (const core::Weight* w : {static_cast<const core::Weight*>(&fp4), &fp8.w}) {
+        const Bf16Weight bf16 = random_bf16(rows, cols, &rng);
+        for (const core::Weight* w : {static_cast<const core::Weight*>(&fp4), &fp8.w, &bf16.w}) {
             for (const int64_t n : {int64_t{24}, int64_t{72}}) {
-                SCOPED_TRACE(std::string(w == &fp4 ? "fp4 " : "fp8 ") + std::to_string(rows) +
-                             " rows, n=" + std::to_string(n));
+                if (w == &bf16.w && n < cpu::kInt8OverBf16Tokens) continue; // the BF16 GEMV below
+                SCOPED_TRACE(std::string(w == &fp4     ? "fp4 "
+                                         : w == &fp8.w ? "fp8 "
+                                                       : "bf16 ") +
+                             std::to_string(rows) + " rows, n=" + std::to_string(n));
                 std::vector<float> x(n * cols);
                 for (float& v : x) v = nd(rng);
                 std::vector<float> want;
@@ -344,6 +471,28 @@ TEST(GemmInt8, OutputDoesNotDependOnThePool) {
                     else
                         EXPECT_EQ(y, want) << threads << " threads";
                 }
+            }
+        }
+    }
+}
+
+// The GEMMs' activations by their definition: int8 per token per 128 columns (scale amax / 127, nearest
+// even), stored + 128 as u8 in [cols / 4, n_pad, 4], scales [cols / 128, n_pad]; tokens past n zero.
+void quantize_by_definition(const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols, int64_t n_pad,
+                            std::vector<uint8_t>* xq, std::vector<float>* xs) {
+    xq->assign(cols * n_pad, 128);
+    xs->assign(cols / 128 * n_pad, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+        for (int64_t kb = 0; kb < cols / 128; ++kb) {
+            const float* xb = x.data() + i * ldx + kb * 128;
+            float amax = 0.0f;
+            for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
+            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            (*xs)[kb * n_pad + i] = amax / 127.0f;
+            for (int k = 0; k < 128; ++k) {
+                const int64_t col = kb * 128 + k;
+                (*xq)[((col / 4) * n_pad + i) * 4 + col % 4] =
+                    static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(xb[k] * inv)) + 128);
             }
         }
     }
@@ -404,22 +553,9 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
             (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
         std::vector<float> x(c.n * ldx);
         for (float& v : x) v = nd(rng);
-        std::vector<uint8_t> xq(c.cols * n_pad, 128);
-        std::vector<float> xs(c.cols / 128 * n_pad, 0.0f);
-        for (int64_t i = 0; i < c.n; ++i) {
-            for (int64_t kb = 0; kb < c.cols / 128; ++kb) {
-                const float* xb = x.data() + i * ldx + kb * 128;
-                float amax = 0.0f;
-                for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
-                const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-                xs[kb * n_pad + i] = amax / 127.0f;
-                for (int k = 0; k < 128; ++k) {
-                    const int64_t col = kb * 128 + k;
-                    xq[((col / 4) * n_pad + i) * 4 + col % 4] =
-                        static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(xb[k] * inv)) + 128);
-                }
-            }
-        }
+        std::vector<uint8_t> xq;
+        std::vector<float> xs;
+        quantize_by_definition(x, c.n, ldx, c.cols, n_pad, &xq, &xs);
         std::vector<double> want(c.n * out, 0.0);
         if (c.fp4) {
             for (int64_t i = 0; i < c.n; ++i)
@@ -454,6 +590,61 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
             std::vector<float> y_hw(c.n * ldy, -7.0f);
             a.y = y_hw.data();
             (c.fp4 ? hw.fp4 : hw.fp8)(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
+            EXPECT_EQ(std::memcmp(y.data(), y_hw.data(), y.size() * sizeof(float)), 0);
+        }
+    }
+}
+
+// The BF16 GEMM likewise: the emulated kernel against emulate_bf16, and bit for bit against the real
+// instructions where the CPU has them.
+TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+    const cpu::detail::GemmQTable emu = cpu::detail::emulated_vnni_gemm_table();
+    const bool real = cpu::fp8_int8_supported();
+    const cpu::detail::GemmQTable hw =
+        real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{};
+    std::mt19937 rng(26);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    struct Case {
+        int64_t rows, cols, n;
+    };
+    for (const Case& c : {Case{50, 256, 24}, Case{97, 512, 9}, Case{19, 384, 72}, Case{48, 1024, 128}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
+        const Bf16Weight s = random_bf16(c.rows, c.cols, &rng);
+        const int64_t ldx = c.cols, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;
+        const int64_t n_pad =
+            (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        std::vector<uint8_t> xq;
+        std::vector<float> xs;
+        quantize_by_definition(x, c.n, ldx, c.cols, n_pad, &xq, &xs);
+        const std::vector<double> want = emulate_bf16(s, x, c.n, ldx, r0, r1);
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad, c.cols));
+        std::vector<float> y(c.n * ldy, -7.0f);
+        MatmulArgs a{x.data(), c.n, ldx, &s.w, r0, r1, y.data(), ldy, nullptr, Numerics::kFast};
+        emu.bf16(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
+        std::vector<double> num(out, 0.0), den(out, 0.0);
+        int64_t past = 0;
+        for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t r = 0; r < out; ++r) {
+                const double wv = want[i * out + r], d = y[i * ldy + r] - wv;
+                num[r] += d * d;
+                den[r] += wv * wv;
+            }
+            past += y[i * ldy + out] != -7.0f;
+        }
+        for (int64_t r = 0; r < out; ++r) {
+            if (den[r] == 0.0)
+                EXPECT_EQ(num[r], 0.0) << "row " << r0 + r;
+            else
+                EXPECT_LT(num[r] / den[r], 1e-11) << "row " << r0 + r;
+        }
+        EXPECT_EQ(past, 0);
+        if (real) {
+            std::vector<float> y_hw(c.n * ldy, -7.0f);
+            a.y = y_hw.data();
+            hw.bf16(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
             EXPECT_EQ(std::memcmp(y.data(), y_hw.data(), y.size() * sizeof(float)), 0);
         }
     }

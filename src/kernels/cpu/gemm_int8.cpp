@@ -3,6 +3,9 @@
 
 #include "kernels/cpu/gemm_int8.h"
 
+#include <cmath>
+#include <cstring>
+
 namespace deepinfer::kernels::cpu::detail {
 
 int fp8_requant_step_log2(uint8_t max_code) {
@@ -24,6 +27,20 @@ int8_t fp8_requant_code(uint8_t code, uint8_t max_code) {
     }
     if (q > 127) q = 127; // only a code above max_code (a caller's bug) or NaN's 0x7f could get here
     return static_cast<int8_t>((code & 0x80) != 0 ? -q : q);
+}
+
+float bf16_requant_block(const uint16_t* w, int8_t* q) {
+    auto value = [](uint16_t b) {
+        const uint32_t bits = static_cast<uint32_t>(b) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+    };
+    float amax = 0.0f;
+    for (int c = 0; c < kQBlock; ++c) amax = std::fmax(amax, std::fabs(value(w[c])));
+    const float inv = amax >= kBf16RequantMin ? 127.0f / amax : 0.0f;
+    for (int c = 0; c < kQBlock; ++c) q[c] = static_cast<int8_t>(std::nearbyint(value(w[c]) * inv));
+    return amax / 127.0f;
 }
 
 } // namespace deepinfer::kernels::cpu::detail

@@ -24,12 +24,16 @@ namespace deepinfer::kernels::cpu::detail {
 // order as decoding one row at a time. Both keep the panel's weights as u8 = int8 + 128 and remove the
 // offset through per-token seeds (-128 x the token's activation sum per block), so no weight row carries a
 // correction.
-// Token granularity of both: n_pad (xq's and xs's token stride) is a multiple of 8 (tokens past a.n zero);
-// a group of 8 that does not fill a vector of 16 runs as 8 (ymm), not padded to 16.
+// BF16 weights (cols % 128 == 0): each weight row's 128 columns requantized in the panel as the
+// activations are (bf16_requant_block: scale amax / 127, nearest even), then the FP8 kernel's one sum per
+// (row, token, 128 columns). Needs AVX-512 VNNI (the table comes with VBMI's, as the others).
+// Token granularity of all three: n_pad (xq's and xs's token stride) is a multiple of 8 (tokens past a.n
+// zero); a group of 8 that does not fill a vector of 16 runs as 8 (ymm), not padded to 16.
 constexpr int64_t kGemmQPad = 8;
 struct GemmQTable {
     GemmQFn fp8 = nullptr;
     GemmQFn fp4 = nullptr;
+    GemmQFn bf16 = nullptr;
 };
 GemmQTable avx512_vnni_gemm_table();
 
@@ -38,5 +42,12 @@ GemmQTable avx512_vnni_gemm_table();
 // block scale): value ~= q * 2^(step_log2 - 9). Scalar; the harness checks the kernel against it.
 int8_t fp8_requant_code(uint8_t code, uint8_t max_code);
 int fp8_requant_step_log2(uint8_t max_code);
+
+// The int8 values q[0..127] the fast GEMM holds for 128 BF16 weights w (bit patterns), and the scale they
+// count in (the return value): amax / 127 over the block's magnitudes, q = w x (127 / amax) rounded to the
+// nearest, ties to even, all in F32. A block whose amax is below kBf16RequantMin (all zero, or so small
+// that 127 / amax would overflow) is all q = 0. Scalar; the harness checks the kernel against it.
+constexpr float kBf16RequantMin = 0x1p-120f;
+float bf16_requant_block(const uint16_t* w, int8_t* q);
 
 } // namespace deepinfer::kernels::cpu::detail

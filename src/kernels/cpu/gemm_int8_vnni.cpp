@@ -32,6 +32,9 @@ inline float e8m0(uint8_t s) {
     return bits_f32(s == 0 ? 0x00400000u : s == 255 ? 0x7fc00000u : static_cast<uint32_t>(s) << 23);
 }
 
+// The weights a panel is decoded from.
+enum class Src { kFp8, kFp4, kBf16 };
+
 constexpr int kSteps = 15; // step_log2 in [-3, 11]
 
 // tab[step + 3][c]: the int8 magnitude of 7-bit e4m3 magnitude code c at that step.
@@ -219,6 +222,49 @@ void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint
     }
 }
 
+// BF16: block kb of the panel's rows (wrow[m]: row m's 16-bit values) into panel rows [0, rows), in column
+// order, by the definition gemm_int8.h gives (bf16_requant_block): per row, the largest magnitude over the
+// 128 columns (the BF16 bit patterns' magnitudes compared as u16: their order is the values'), then each
+// value times 127 / amax rounded to the nearest int8 (even on ties; vcvtps2dq, as the activations'
+// quantize), stored + 128, with amax / 127 as the row's scale. Even and odd columns are converted in
+// separate vectors (the high and low halves of each dword) and packed back into column order as int16
+// before the narrowing to bytes. The next block is prefetched into L2 (as FP8's).
+void decode_bf16_panel(const uint16_t* const* wrow, int64_t kb, int64_t rows, bool next, const Panel& p) {
+    const __m512i mag = _mm512_set1_epi16(0x7fff), c128 = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i hi16 = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
+    int8_t* pw = p.w;
+    for (int64_t m = 0; m < rows; ++m) {
+        const uint16_t* src = wrow[m] + kb * kQBlock;
+        if (next)
+            for (int l = 0; l < 4; ++l)
+                _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock + l * 32), _MM_HINT_T1);
+        __m512i b[4];
+        for (int l = 0; l < 4; ++l) b[l] = _mm512_loadu_si512(src + l * 32);
+        __m512i mx =
+            _mm512_max_epu16(_mm512_max_epu16(_mm512_and_si512(b[0], mag), _mm512_and_si512(b[1], mag)),
+                             _mm512_max_epu16(_mm512_and_si512(b[2], mag), _mm512_and_si512(b[3], mag)));
+        mx = _mm512_and_si512(_mm512_max_epu16(mx, _mm512_srli_epi32(mx, 16)), _mm512_set1_epi32(0xffff));
+        const float amax = bits_f32(_mm512_reduce_max_epu32(mx) << 16);
+        const __m512 inv = _mm512_set1_ps(amax >= kBf16RequantMin ? 127.0f / amax : 0.0f);
+        __m256i q8[4];
+        for (int l = 0; l < 4; ++l) {
+            const __m512i qe =
+                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(b[l], 16)), inv));
+            const __m512i qo =
+                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(b[l], hi16)), inv));
+            // |q| <= 127: each int16 of (qe low half, qo high half) is that column's value
+            q8[l] = _mm512_cvtepi16_epi8(_mm512_mask_blend_epi16(0xaaaaaaaau, qe, _mm512_slli_epi32(qo, 16)));
+        }
+        _mm512_storeu_si512(
+            pw + m * kQBlock,
+            _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q8[0]), q8[1], 1), c128));
+        _mm512_storeu_si512(
+            pw + m * kQBlock + 64,
+            _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q8[2]), q8[3], 1), c128));
+        p.scale[m * 4] = amax / 127.0f;
+    }
+}
+
 // seed [kb, g, t] = -128 x token t's sum of its int8 activations over 32-column group g of block kb
 // ([kb, 4, t]: over the block), from xq (u8 = int8 + 128, so the sum of 32 is that of the u8 - 32 x 128).
 // With the panel's weights as u8 = q + 128, sum((q + 128) x) = sum(q x) + 128 sum(x): the seeds remove the
@@ -401,7 +447,7 @@ void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const
 
 // Blocked: a panel of kQRowTile rows x 128 columns is requantized once and reused by every token; within
 // it, one group of up to 64 tokens (their 8 KiB of activations stay in L1) meets every 6-row microtile.
-template <bool kFp4>
+template <Src kSrc>
 void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const float* xs, int64_t n_pad,
           float* scratch) {
     const core::Weight& w = *a.w;
@@ -413,12 +459,17 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
     int32_t* seed = reinterpret_cast<int32_t*>(wq + kQRowTile * kQBlock); // [nkb, 5, n_pad]
     const Panel p{wq, scale};
     block_seeds(xq, n_pad, nkb, seed);
+    constexpr bool kFp4 = kSrc == Src::kFp4;
     const uint8_t* wrow[kQRowTile]; // FP8: each panel row's codes and block-scale row
     const uint8_t* srow[kQRowTile];
+    const uint16_t* wrow16[kQRowTile]; // BF16: each panel row's values
     for (int64_t rt = r0; rt < r1; rt += kQRowTile) {
         const int64_t rows = min64(kQRowTile, r1 - rt);
         for (int64_t i = 0; i < rows * n_pad; ++i) ct[i] = 0.0f;
-        if constexpr (!kFp4) {
+        if constexpr (kSrc == Src::kBf16) {
+            for (int64_t m = 0; m < rows; ++m)
+                wrow16[m] = static_cast<const uint16_t*>(w.data) + (a.row_begin + rt + m) * w.cols;
+        } else if constexpr (kSrc == Src::kFp8) {
             const int64_t sc = (w.cols + w.block_cols - 1) / w.block_cols;
             for (int64_t m = 0; m < rows; ++m) {
                 const int64_t r = a.row_begin + rt + m;
@@ -430,6 +481,8 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
             bool one_scale = true;
             if constexpr (kFp4) {
                 one_scale = decode_fp4_panel(w, a.row_begin + rt, rows, kb, p);
+            } else if constexpr (kSrc == Src::kBf16) {
+                decode_bf16_panel(wrow16, kb, rows, kb + 1 < nkb, p);
             } else {
                 decode_fp8_panel(t, wrow, srow, kb * kQBlock / w.block_cols, kb, rows, kb + 1 < nkb, p);
             }
@@ -463,8 +516,9 @@ GemmQTable emulated_vnni_gemm_table() {
 GemmQTable avx512_vnni_gemm_table() {
 #endif
     GemmQTable t;
-    t.fp8 = &gemm_vnni::gemm<false>;
-    t.fp4 = &gemm_vnni::gemm<true>;
+    t.fp8 = &gemm_vnni::gemm<gemm_vnni::Src::kFp8>;
+    t.fp4 = &gemm_vnni::gemm<gemm_vnni::Src::kFp4>;
+    t.bf16 = &gemm_vnni::gemm<gemm_vnni::Src::kBf16>;
     return t;
 }
 } // namespace deepinfer::kernels::cpu::detail

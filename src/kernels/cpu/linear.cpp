@@ -235,6 +235,17 @@ bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
            w.cols % detail::kQBlock == 0;
 }
 
+// Numerics::kFast for BF16 weights at GEMM token counts on VNNI + VBMI: the int8 GEMM (gemm_int8.h), each
+// weight row's 128-column blocks requantized to int8 in its panel, from kInt8OverBf16Tokens (linear.h)
+// where the BF16 GEMV (vdpbf16ps, half the int8 rate) would otherwise run, from kGemvMaxTokens + 1 elsewhere.
+bool fast_bf16_int8_fits(const MatmulArgs& a, Isa isa) {
+    const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
+    const core::Weight& w = *a.w;
+    const int64_t min_n = bf16_supported() ? kInt8OverBf16Tokens : kGemvMaxTokens + 1;
+    return num == Numerics::kFast && isa == Isa::kAvx512 && fp8_int8_supported() && a.n >= min_n &&
+           w.format == core::WeightFormat::kBF16 && w.cols % detail::kQBlock == 0;
+}
+
 // Numerics::kFast for BF16 and FP8-block weights where the CPU has AVX-512 BF16: whole 32-column pairs, FP8
 // scales in the GEMV's range, few tokens.
 bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
@@ -421,7 +432,7 @@ enum class MultiPath { kNone, kGemvF32, kGemvBf16 };
 
 MultiPath multi_path(const MatmulArgs& a, Isa isa, const detail::KernelTable& k) {
     if (isa == Isa::kRef || a.n > kGemvMaxTokens || a.row_end == a.row_begin) return MultiPath::kNone;
-    if (fast_fp8_int8_fits(a, isa)) return MultiPath::kNone;
+    if (fast_fp8_int8_fits(a, isa) || fast_bf16_int8_fits(a, isa)) return MultiPath::kNone;
     if (fast_bf16_fits(a, isa)) return MultiPath::kGemvBf16;
     if (fast_fits(a, isa)) return MultiPath::kNone;
     return k.fits(a) ? MultiPath::kGemvF32 : MultiPath::kNone;
@@ -586,6 +597,11 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     if (fast_fp8_int8_fits(a, isa)) {
         static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
         matmul_int8(a, pool, serial, g.fp8, detail::kGemmQPad);
+        return;
+    }
+    if (fast_bf16_int8_fits(a, isa)) {
+        static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
+        matmul_int8(a, pool, serial, g.bf16, detail::kGemmQPad);
         return;
     }
     if (fast_bf16_fits(a, isa)) {
