@@ -174,7 +174,11 @@ void moe_forward(kernels::Backend& be, const ModelConfig& c, const MoeWeights& w
     kernels::Workspace& ws = be.workspace();
     const kernels::Workspace::Mark mark = ws.mark();
     float* scores = ws.take<float>(T * E); // [T, E]
-    be.linear(kernels::linear_args(x, T, w.gate, scores));
+    // The router's logits in exact F32 in either numerics (kFast's int8 / BF16 paths would move near-tied
+    // expert picks; the gate is [E, D], a few hundred KiB).
+    kernels::MatmulArgs ga = kernels::linear_args(x, T, w.gate, scores);
+    ga.numerics = kernels::Numerics::kExact;
+    be.linear(ga);
     int32_t* idx = ws.take<int32_t>(T * K); // [T, K]
     float* wts = ws.take<float>(T * K);     // [T, K]
     kernels::MoeRoutingParams r;

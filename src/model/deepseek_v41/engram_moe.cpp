@@ -72,7 +72,10 @@ void DeepseekV41Model::moe(int64_t l, const Chunk& ch, const float* x, float* ou
     // rank's rows (moe_whole_rows_ covers the one that does not).
     if (n == 0) return;
     std::vector<float> scores(n * E);
-    backend_->linear(kernels::linear_args(x, n, w.gate, scores.data()));
+    // Exact in either numerics, as V4's router (deepseek_v4/moe.cpp).
+    kernels::MatmulArgs ga = kernels::linear_args(x, n, w.gate, scores.data());
+    ga.numerics = kernels::Numerics::kExact;
+    backend_->linear(ga);
     if (c.gate_temp != 1.0)
         for (float& s : scores) s /= static_cast<float>(c.gate_temp);
     std::vector<int32_t> idx(n * K);
