@@ -50,9 +50,13 @@ struct LinearHook {
 // How moe_experts uses the pool (moe.cpp): kRowSplit runs the experts one after another, each matmul's rows
 // split over the pool; kExpertSplit makes (expert, row chunk) matmuls the pool's work items, each on one
 // thread (falls back to kRowSplit when the workspace has no room for its buffers); kAuto picks kExpertSplit
-// up to kExpertSplitMaxRows rows (decode batches). Every schedule gives the same bits.
+// up to kExpertSplitMaxRows rows: decode batches and prefill chunks up to 512 tokens (flash2-shaped, fast,
+// alternating runs: moe_experts -4% at 128 tokens, -9% at 512, where the row split's ~10 pool dispatches
+// per expert, each ending in a wait for the slower thread, were the cost; docs/benchmarks.md, session 14).
+// Its buffers grow with the rows (kernels::moe_experts_batch_floats: ~155 MB at 512 rows of V4-Flash's
+// dims, taken only while the op runs). Every schedule gives the same bits.
 enum class MoeSchedule { kAuto, kRowSplit, kExpertSplit };
-constexpr int64_t kExpertSplitMaxRows = 64;
+constexpr int64_t kExpertSplitMaxRows = 512;
 // The element-wise parts (gather, SwiGLU, weighted scatter) run over `pool` when there is enough work; the
 // results are bit-identical to a serial run (each element computed the same way, each output row by one
 // thread). `linear` must honour MatmulArgs::pool when set (the expert split's 1-thread pool; nullptr: the

@@ -4,9 +4,10 @@
 //
 // Two schedules, bit-identical (each output element is computed by the same tile code with the same
 // accumulation order, and every row adds its experts in ascending order, then the shared expert):
-// - row split (prefill): experts one after another, each matmul's output rows split over the pool (~6
-//   pool dispatches per expert);
-// - expert split (decode batches, T <= kExpertSplitMaxRows): the (expert, row chunk) matmuls themselves are
+// - row split (prefill chunks past kExpertSplitMaxRows): experts one after another, each matmul's output
+//   rows split over the pool (~6 pool dispatches per expert);
+// - expert split (decode batches and prefill chunks, T <= kExpertSplitMaxRows): the (expert, row chunk)
+//   matmuls themselves are
 //   the pool's work items, each run on one thread (a serial matmul), so a batch-32 step's ~33 experts cost
 //   four pool dispatches per layer (gather, W1/W3 + SwiGLU, W2, weighted sum) instead of ~200, and no
 //   thread waits at the end of each small matmul.
