@@ -188,8 +188,8 @@ int main(int argc, char** argv) {
         std::normal_distribution<float> nd(0.0f, 1.0f);
         for (float& v : x) v = nd(rng);
         const int64_t n_pad = (n + 15) / 16 * 16;
-        std::vector<float> buf(cols * n_pad / 4 + cols / 128 * n_pad);
-        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad, cols));
+        std::vector<float> buf(cpu::detail::gemm_q8_act_floats(n_pad, cols));
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
         auto report = [&](const char* fmt, const char* kernel, double peak, auto&& one_matrix) {
             double best = 1e30;
             for (int64_t r = 0; r < reps; ++r) {
@@ -219,10 +219,11 @@ int main(int argc, char** argv) {
                     const MatmulArgs a{x.data(), n,        cols, &s->w[i], 0,
                                        rows,     y.data(), rows, &one,     Numerics::kFast};
                     const int64_t n8 = (n + 7) / 8 * 8;
-                    auto* xq = reinterpret_cast<uint8_t*>(buf.data());
+                    auto* xq = reinterpret_cast<int8_t*>(buf.data());
                     float* xs = buf.data() + cols * n8 / 4;
-                    old.quantize(a, 0, n8, n8, xq, xs);
-                    gemm.fp8(a, 0, rows, xq, xs, n8, scratch.data());
+                    auto* seed = reinterpret_cast<int32_t*>(xs + cols / 128 * n8);
+                    gemm.quantize(a, 0, n8, n8, xq, xs, seed);
+                    gemm.fp8(a, 0, rows, xq, xs, seed, n8, scratch.data());
                 });
             }
             if (is4) {

@@ -476,23 +476,77 @@ TEST(GemmInt8, OutputDoesNotDependOnThePool) {
     }
 }
 
-// The GEMMs' activations by their definition: int8 per token per 128 columns (scale amax / 127, nearest
-// even), stored + 128 as u8 in [cols / 4, n_pad, 4], scales [cols / 128, n_pad]; tokens past n zero.
-void quantize_by_definition(const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols, int64_t n_pad,
-                            std::vector<uint8_t>* xq, std::vector<float>* xs) {
-    xq->assign(cols * n_pad, 128);
-    xs->assign(cols / 128 * n_pad, 0.0f);
+// The GEMMs' activations by their definition (gemm_int8.h): int8 per token per 128 columns (scale
+// amax / 127, nearest even) in [cols / 4, n_pad, 4], scales [cols / 128, n_pad], seeds [cols / 128, 5,
+// n_pad] (-128 x each 32-column group's sum, then the block's); tokens past n zero.
+struct QuantizedActs {
+    std::vector<int8_t> xq;
+    std::vector<float> xs;
+    std::vector<int32_t> seed;
+};
+
+QuantizedActs quantize_by_definition(const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols,
+                                     int64_t n_pad) {
+    QuantizedActs q;
+    q.xq.assign(cols * n_pad, 0);
+    q.xs.assign(cols / 128 * n_pad, 0.0f);
+    q.seed.assign(5 * (cols / 128) * n_pad, 0);
     for (int64_t i = 0; i < n; ++i) {
         for (int64_t kb = 0; kb < cols / 128; ++kb) {
             const float* xb = x.data() + i * ldx + kb * 128;
             float amax = 0.0f;
             for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
             const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            (*xs)[kb * n_pad + i] = amax / 127.0f;
+            q.xs[kb * n_pad + i] = amax / 127.0f;
+            int32_t total = 0;
             for (int k = 0; k < 128; ++k) {
                 const int64_t col = kb * 128 + k;
-                (*xq)[((col / 4) * n_pad + i) * 4 + col % 4] =
-                    static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(xb[k] * inv)) + 128);
+                const auto v = static_cast<int32_t>(std::nearbyint(xb[k] * inv));
+                q.xq[((col / 4) * n_pad + i) * 4 + col % 4] = static_cast<int8_t>(v);
+                q.seed[(kb * 5 + k / 32) * n_pad + i] -= 128 * v;
+                total -= 128 * v;
+            }
+            q.seed[(kb * 5 + 4) * n_pad + i] = total;
+        }
+    }
+    return q;
+}
+
+// The kernels' quantize (emulated build, and the real one where the CPU has VNNI + VBMI) writes exactly the
+// definition's bytes, scales and seeds, for token counts with padding and for a range of 8-token groups.
+TEST(GemmInt8Emulated, QuantizeMatchesTheDefinition) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+    const cpu::detail::GemmQTable emu = cpu::detail::emulated_vnni_gemm_table();
+    const bool real = cpu::fp8_int8_supported();
+    const cpu::detail::GemmQTable hw =
+        real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{};
+    std::mt19937 rng(27);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (const int64_t n : {int64_t{1}, int64_t{9}, int64_t{24}, int64_t{41}}) {
+        for (const int64_t cols : {int64_t{128}, int64_t{512}}) {
+            SCOPED_TRACE("n=" + std::to_string(n) + " cols=" + std::to_string(cols));
+            const int64_t ldx = cols + 3, n_pad = (n + 7) / 8 * 8;
+            std::vector<float> x(n * ldx);
+            for (float& v : x) v = nd(rng) * (1.0f + static_cast<float>(&v - x.data()) * 0.01f);
+            if (n > 2)
+                for (int64_t k = 0; k < cols; ++k) x[2 * ldx + k] = 0.0f; // an all-zero token
+            const QuantizedActs want = quantize_by_definition(x, n, ldx, cols, n_pad);
+            core::Weight w;
+            w.cols = cols;
+            const MatmulArgs a{x.data(), n, ldx, &w, 0, 1, nullptr, 1, nullptr, Numerics::kFast};
+            for (const cpu::detail::GemmQTable* t : {&emu, &hw}) {
+                if (t->quantize == nullptr) continue;
+                SCOPED_TRACE(t == &emu ? "emulated" : "real");
+                QuantizedActs got{std::vector<int8_t>(want.xq.size(), 99),
+                                  std::vector<float>(want.xs.size(), 99.0f),
+                                  std::vector<int32_t>(want.seed.size(), 99)};
+                // Two calls over the 8-token groups, as the pool splits them.
+                const int64_t mid = n_pad / 16 * 8;
+                t->quantize(a, 0, mid, n_pad, got.xq.data(), got.xs.data(), got.seed.data());
+                t->quantize(a, mid, n_pad, n_pad, got.xq.data(), got.xs.data(), got.seed.data());
+                EXPECT_EQ(got.xq, want.xq);
+                EXPECT_EQ(got.xs, want.xs);
+                EXPECT_EQ(got.seed, want.seed);
             }
         }
     }
@@ -553,9 +607,8 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
             (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
         std::vector<float> x(c.n * ldx);
         for (float& v : x) v = nd(rng);
-        std::vector<uint8_t> xq;
-        std::vector<float> xs;
-        quantize_by_definition(x, c.n, ldx, c.cols, n_pad, &xq, &xs);
+        const QuantizedActs q = quantize_by_definition(x, c.n, ldx, c.cols, n_pad);
+        const std::vector<int8_t>& xq = q.xq;
         std::vector<double> want(c.n * out, 0.0);
         if (c.fp4) {
             for (int64_t i = 0; i < c.n; ++i)
@@ -563,17 +616,17 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
                     for (int64_t kb = 0; kb < c.cols / 128; ++kb) {
                         double sum = 0.0;
                         for (int64_t col = kb * 128; col < kb * 128 + 128; ++col)
-                            sum += (xq[((col / 4) * n_pad + i) * 4 + col % 4] - 128) *
-                                   static_cast<double>(w.at(r, col));
-                        want[i * out + r - r0] += sum * xs[kb * n_pad + i];
+                            sum +=
+                                xq[((col / 4) * n_pad + i) * 4 + col % 4] * static_cast<double>(w.at(r, col));
+                        want[i * out + r - r0] += sum * q.xs[kb * n_pad + i];
                     }
         } else {
             want = emulate(s, x, c.n, ldx, r0, r1);
         }
-        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad, c.cols));
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
         std::vector<float> y(c.n * ldy, -7.0f);
         MatmulArgs a{x.data(), c.n, ldx, &w, r0, r1, y.data(), ldy, nullptr, Numerics::kFast};
-        (c.fp4 ? emu.fp4 : emu.fp8)(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
+        (c.fp4 ? emu.fp4 : emu.fp8)(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
         double num = 0.0, den = 0.0;
         int64_t past = 0;
         for (int64_t i = 0; i < c.n; ++i) {
@@ -589,7 +642,8 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
         if (real) {
             std::vector<float> y_hw(c.n * ldy, -7.0f);
             a.y = y_hw.data();
-            (c.fp4 ? hw.fp4 : hw.fp8)(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
+            (c.fp4 ? hw.fp4 : hw.fp8)(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad,
+                                      scratch.data());
             EXPECT_EQ(std::memcmp(y.data(), y_hw.data(), y.size() * sizeof(float)), 0);
         }
     }
@@ -616,14 +670,13 @@ TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
             (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
         std::vector<float> x(c.n * ldx);
         for (float& v : x) v = nd(rng);
-        std::vector<uint8_t> xq;
-        std::vector<float> xs;
-        quantize_by_definition(x, c.n, ldx, c.cols, n_pad, &xq, &xs);
+        const QuantizedActs q = quantize_by_definition(x, c.n, ldx, c.cols, n_pad);
+        const std::vector<int8_t>& xq = q.xq;
         const std::vector<double> want = emulate_bf16(s, x, c.n, ldx, r0, r1);
-        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad, c.cols));
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
         std::vector<float> y(c.n * ldy, -7.0f);
         MatmulArgs a{x.data(), c.n, ldx, &s.w, r0, r1, y.data(), ldy, nullptr, Numerics::kFast};
-        emu.bf16(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
+        emu.bf16(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
         std::vector<double> num(out, 0.0), den(out, 0.0);
         int64_t past = 0;
         for (int64_t i = 0; i < c.n; ++i) {
@@ -644,7 +697,7 @@ TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
         if (real) {
             std::vector<float> y_hw(c.n * ldy, -7.0f);
             a.y = y_hw.data();
-            hw.bf16(a, 0, out, xq.data(), xs.data(), n_pad, scratch.data());
+            hw.bf16(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
             EXPECT_EQ(std::memcmp(y.data(), y_hw.data(), y.size() * sizeof(float)), 0);
         }
     }

@@ -1,8 +1,7 @@
 #pragma once
-// Internal: int8 VNNI GEMMs for Numerics::kFast beyond FP4 (docs/kernels.md, "fast, prefill"). They take
-// the activations linear.cpp's int8 path already quantizes (Int8Table::quantize: xq [cols / 4, n_pad, 4] as
-// u8 = int8 + 128, xs [cols / kQBlock, n_pad] scales) and write output rows [r0, r1) (relative to
-// a.row_begin) for all a.n tokens, with scratch of int8_scratch_floats(n_pad, cols) floats. Nothing here
+// Internal: int8 VNNI GEMMs for Numerics::kFast (docs/kernels.md, "fast, prefill"): the activations
+// quantized once per call by the table's own quantize (below), then output rows [r0, r1) (relative to
+// a.row_begin) for all a.n tokens, with scratch of int8_scratch_floats(n_pad) floats. Nothing here
 // allocates.
 
 #include <cstdint>
@@ -30,10 +29,26 @@ namespace deepinfer::kernels::cpu::detail {
 // Token granularity of all three: n_pad (xq's and xs's token stride) is a multiple of 8 (tokens past a.n
 // zero); a group of 8 that does not fill a vector of 16 runs as 8 (ymm), not padded to 16.
 constexpr int64_t kGemmQPad = 8;
+// Their activations (GemmQuantizeFn, tokens [t0, t1), both multiples of kGemmQPad, t1 <= n_pad): xq
+// [cols / 4, n_pad, 4] int8 per token per 128 columns (scale amax / 127, nearest even; tokens past a.n
+// zero), xs [cols / 128, n_pad] the scales, and seed [cols / 128, 5, n_pad] int32: per block, -128 x the
+// token's sum of its int8 values over each 32-column group (4 rows), then over the block (the panel holds
+// weights as u8 = int8 + 128; the seed removes the +128 once per token). Then GemmQ8Fn: output rows
+// [r0, r1) (relative to a.row_begin) for all a.n tokens, with scratch of int8_scratch_floats(n_pad).
+using GemmQuantizeFn = void (*)(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, int8_t* xq,
+                                float* xs, int32_t* seed);
+using GemmQ8Fn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const float* xs,
+                          const int32_t* seed, int64_t n_pad, float* scratch);
+// Floats of the activation buffer GemmQuantizeFn fills (xq, then xs, then seed, each 64-byte aligned when
+// the buffer is and n_pad is a multiple of 16).
+inline int64_t gemm_q8_act_floats(int64_t n_pad, int64_t cols) {
+    return cols * n_pad / 4 + cols / kQBlock * n_pad + 5 * (cols / kQBlock) * n_pad;
+}
 struct GemmQTable {
-    GemmQFn fp8 = nullptr;
-    GemmQFn fp4 = nullptr;
-    GemmQFn bf16 = nullptr;
+    GemmQuantizeFn quantize = nullptr;
+    GemmQ8Fn fp8 = nullptr;
+    GemmQ8Fn fp4 = nullptr;
+    GemmQ8Fn bf16 = nullptr;
 };
 GemmQTable avx512_vnni_gemm_table();
 

@@ -1,13 +1,13 @@
-// The fast (int8 VNNI) GEMMs for FP8 e4m3 block and FP4 e2m1 group weights (gemm_int8.h). FP8: per weight
-// row and 128-column block
-// the 128 codes become int8 through a 128-entry byte table picked by the block's largest magnitude
-// (vpermi2b on the 7-bit magnitude, the sign applied by a masked subtract), with one F32 scale (block scale
-// x the table's power-of-two step); decode_fp8_panel finds the 16 largest magnitudes of 16 rows together.
-// The panel holds weights as u8 = int8 + 128, the activations enter as int8, and each accumulator starts
-// from its token's -128 x sum (block_seeds, once per call). The microkernel keeps 6 rows x 4 vectors of 16
-// tokens of int32 accumulators over the whole 128 columns (one conversion per 128 multiply-adds per lane).
-// FP4: decode_fp4_panel below, a panel's rows at a time. Compiled with
-// -mavx512vnni -mavx512vbmi; reached only when the CPU reports both (linear.cpp).
+// The fast (int8 VNNI) GEMMs for FP8 e4m3 block, FP4 e2m1 group and BF16 weights (gemm_int8.h), and the
+// quantization of their activations. FP8: per weight row and 128-column block the 128 codes become int8
+// through a 128-entry byte table picked by the block's largest magnitude (vpermi2b on the 7-bit magnitude,
+// the sign applied by a masked subtract), with one F32 scale (block scale x the table's power-of-two step);
+// decode_fp8_panel finds the 16 largest magnitudes of 16 rows together. The panel holds weights as u8 = int8
+// + 128, the activations enter as int8, and each accumulator starts from its token's -128 x sum (the seeds
+// `quantize` writes, once per call). The microkernel keeps 6 rows x 4 vectors of 16 tokens of int32
+// accumulators over the whole 128 columns (one conversion per 128 multiply-adds per lane). FP4:
+// decode_fp4_panel below, a panel's rows at a time. Compiled with -mavx512vnni -mavx512vbmi; reached only
+// when the CPU reports both (linear.cpp).
 
 #include <immintrin.h>
 
@@ -55,7 +55,7 @@ const Fp8Tables& fp8_tables() {
 }
 
 // The panel's weights as u8 = int8 + 128 (vpdpbusd's unsigned operand; the activations are the signed one,
-// and the +128 is removed once per token, block_seeds) and per (row, 32-column group g) a scale, stride 4 per
+// and the +128 is removed once per token by the seeds) and per (row, 32-column group g) a scale, stride 4 per
 // row. A row whose 128 columns share one scale (FP8; FP4 whose group scales were folded into its int8)
 // keeps it at [m * 4]. FP8 panel rows are in column order, FP4 rows in the order panel_dword gives.
 struct Panel {
@@ -265,29 +265,80 @@ void decode_bf16_panel(const uint16_t* const* wrow, int64_t kb, int64_t rows, bo
     }
 }
 
-// seed [kb, g, t] = -128 x token t's sum of its int8 activations over 32-column group g of block kb
-// ([kb, 4, t]: over the block), from xq (u8 = int8 + 128, so the sum of 32 is that of the u8 - 32 x 128).
-// With the panel's weights as u8 = q + 128, sum((q + 128) x) = sum(q x) + 128 sum(x): the seeds remove the
-// offset once per token and block for every row, where the activations' offset took a sum per weight row.
-// Exact integers: the accumulators end with the same int32 sums. Tokens past a.n (u8 128) get 0.
-void block_seeds(const uint8_t* xq, int64_t n_pad, int64_t nkb, int32_t* seed) {
-    const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-    const __m512i bias = _mm512_set1_epi32(32 * 128 * 128);
-    for (int64_t kb = 0; kb < nkb; ++kb)
-        for (int64_t t = 0; t < n_pad; t += 16) {
-            const __mmask16 k = n_pad - t >= 16 ? 0xffff : static_cast<__mmask16>((1u << (n_pad - t)) - 1);
-            __m512i total = zero;
-            for (int g = 0; g < 4; ++g) {
-                __m512i sum = zero;
-                for (int64_t k4 = kb * 32 + g * 8; k4 < kb * 32 + g * 8 + 8; ++k4)
-                    sum = _mm512_dpbusd_epi32(sum, _mm512_maskz_loadu_epi32(k, xq + (k4 * n_pad + t) * 4),
-                                              ones);
-                const __m512i sd = _mm512_sub_epi32(bias, _mm512_slli_epi32(sum, 7));
-                _mm512_mask_storeu_epi32(seed + (kb * 5 + g) * n_pad + t, k, sd);
-                total = _mm512_add_epi32(total, sd);
+// 8 x 8 int32 transpose: r[i] (ymm) holds row i; afterwards r[j] holds column j.
+inline void transpose8(__m256i* r) {
+    __m256i t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    __m256i u[8];
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+    }
+}
+
+// GemmQuantizeFn (gemm_int8.h). Per 8 tokens and 128-column block: each token's block largest magnitude,
+// its 128 values x 127 / amax to int32 (vcvtps2dq: nearest even), narrowed to bytes (|q| <= 127), and its
+// four 32-column group sums for the seeds; then the 8 tokens' 32 dwords (4 columns each) transposed
+// through registers so each dword column (one 4-column step, 8 tokens) leaves in one 32-byte store, where
+// one scalar 4-byte store per token and step went before.
+void quantize(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, int8_t* xq, float* xs,
+              int32_t* seed) {
+    const int64_t nkb = a.w->cols / kQBlock;
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    alignas(32) int32_t d[8][32]; // token i's block: 32 dwords of 4 int8
+    for (int64_t t = t0; t < t1; t += 8) {
+        for (int64_t kb = 0; kb < nkb; ++kb) {
+            for (int64_t i = 0; i < 8; ++i) {
+                const int64_t tok = t + i;
+                if (tok >= a.n) {
+                    for (int k = 0; k < 32; ++k) d[i][k] = 0;
+                    xs[kb * n_pad + tok] = 0.0f;
+                    for (int g = 0; g < 5; ++g) seed[(kb * 5 + g) * n_pad + tok] = 0;
+                    continue;
+                }
+                const float* x = a.x + tok * a.ldx + kb * kQBlock;
+                __m512 v[8];
+                for (int c = 0; c < 8; ++c) v[c] = _mm512_loadu_ps(x + c * 16);
+                __m512 m0 = _mm512_max_ps(_mm512_and_ps(v[0], abs_mask), _mm512_and_ps(v[1], abs_mask));
+                __m512 m1 = _mm512_max_ps(_mm512_and_ps(v[2], abs_mask), _mm512_and_ps(v[3], abs_mask));
+                __m512 m2 = _mm512_max_ps(_mm512_and_ps(v[4], abs_mask), _mm512_and_ps(v[5], abs_mask));
+                __m512 m3 = _mm512_max_ps(_mm512_and_ps(v[6], abs_mask), _mm512_and_ps(v[7], abs_mask));
+                const float amax =
+                    _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+                const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+                xs[kb * n_pad + tok] = amax / 127.0f;
+                int32_t total = 0;
+                for (int g = 0; g < 4; ++g) {
+                    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v[2 * g], inv));
+                    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v[2 * g + 1], inv));
+                    _mm_store_si128(reinterpret_cast<__m128i*>(&d[i][8 * g]), _mm512_cvtepi32_epi8(q0));
+                    _mm_store_si128(reinterpret_cast<__m128i*>(&d[i][8 * g + 4]), _mm512_cvtepi32_epi8(q1));
+                    const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+                    seed[(kb * 5 + g) * n_pad + tok] = -128 * sum;
+                    total += -128 * sum;
+                }
+                seed[(kb * 5 + 4) * n_pad + tok] = total;
             }
-            _mm512_mask_storeu_epi32(seed + (kb * 5 + 4) * n_pad + t, k, total);
+            for (int j = 0; j < 4; ++j) {
+                __m256i r[8];
+                for (int i = 0; i < 8; ++i)
+                    r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(&d[i][8 * j]));
+                transpose8(r);
+                for (int k = 0; k < 8; ++k)
+                    _mm256_storeu_si256(
+                        reinterpret_cast<__m256i*>(xq + ((kb * 32 + 8 * j + k) * n_pad + t) * 4), r[k]);
+            }
         }
+    }
 }
 
 // y[i * ldy + m] = ct[m * n_pad + i] (m < rows, i < n): 16 rows x 16 tokens at a time through registers,
@@ -333,14 +384,14 @@ inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
 }
 
 // ct [MR, n_pad] += panel rows [MR, 128] x tokens [NV x 16 (+ 8 if kH)] over one 128-column block: each
-// weight dword (4 columns of a row, u8) broadcast once and multiplied with every token vector of xq made
-// int8 again (xor 0x80), the accumulators seeded from block_seeds (the weights' +128 removed). seed: block
-// kb's [5, n_pad] at the first token.
+// weight dword (4 columns of a row, u8) broadcast once and multiplied with every token vector of xq
+// (int8), the accumulators seeded from the seeds (the weights' +128 removed). seed: block kb's [5, n_pad]
+// at the first token.
 // G == 1: one int32 sum per (row, token) over the 128 columns, one scale per row. G == 4: per 32-column
 // group (FP4 rows whose group scales could not be folded), each group's sum scaled into ct on its own.
 // kFp4Order: the panel rows are in decode_fp4_panel's order (the same products, other weight addresses).
 template <bool kFp4Order, int MR, int NV, int G, bool kH>
-void micro(const Panel& p, int64_t m0, const uint8_t* xq, const int32_t* seed, int64_t n_pad, const float* xs,
+void micro(const Panel& p, int64_t m0, const int8_t* xq, const int32_t* seed, int64_t n_pad, const float* xs,
            float* ct) {
     constexpr int64_t kQ = kQBlock / 16 / G; // 16-column steps per group
     constexpr int kNvA = NV > 0 ? NV : 1;
@@ -363,14 +414,11 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, const int32_t* seed, i
             for (int j = 0; j < 4; ++j) {
                 const int64_t k4 = q * 4 + j;
                 __m512i xv[kNvA];
-                for (int v = 0; v < NV; ++v)
-                    xv[v] = _mm512_xor_si512(_mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4),
-                                             _mm512_set1_epi8(static_cast<char>(0x80)));
+                for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_si512(xq + (k4 * n_pad + v * 16) * 4);
                 [[maybe_unused]] __m256i xh;
                 if constexpr (kH)
-                    xh = _mm256_xor_si256(
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4)),
-                        _mm256_set1_epi8(static_cast<char>(0x80)));
+                    xh =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (k4 * n_pad + NV * 16) * 4));
                 for (int m = 0; m < MR; ++m) {
                     const __m512i wb =
                         _mm512_set1_epi32(*reinterpret_cast<const Int32Unaligned*>(pq + m * kQBlock + j * 4));
@@ -400,7 +448,7 @@ void micro(const Panel& p, int64_t m0, const uint8_t* xq, const int32_t* seed, i
 
 // nv whole vectors of 16 tokens, then 8 more tokens if `half` (nv <= 3 then).
 template <bool kFp4Order, int MR, int G>
-void micro_nv(int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, const int32_t* seed,
+void micro_nv(int nv, bool half, const Panel& p, int64_t m0, const int8_t* xq, const int32_t* seed,
               int64_t n_pad, const float* xs, float* ct) {
     if (half) {
         switch (nv) {
@@ -427,7 +475,7 @@ void micro_nv(int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq, 
 }
 
 template <bool kFp4Order, int G>
-void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const uint8_t* xq,
+void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const int8_t* xq,
                     const int32_t* seed, int64_t n_pad, const float* xs, float* ct) {
     switch (mr) {
     case 1:
@@ -448,17 +496,15 @@ void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const
 // Blocked: a panel of kQRowTile rows x 128 columns is requantized once and reused by every token; within
 // it, one group of up to 64 tokens (their 8 KiB of activations stay in L1) meets every 6-row microtile.
 template <Src kSrc>
-void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const float* xs, int64_t n_pad,
-          float* scratch) {
+void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const float* xs, const int32_t* seed,
+          int64_t n_pad, float* scratch) {
     const core::Weight& w = *a.w;
     const Fp8Tables& t = fp8_tables();
     const int64_t nkb = w.cols / kQBlock;
-    float* ct = scratch;                                                  // [kQRowTile, n_pad]
-    float* scale = ct + kQRowTile * n_pad;                                // [kQRowTile, 4]
-    int8_t* wq = reinterpret_cast<int8_t*>(scale + kQRowTile * 4);        // [kQRowTile, kQBlock]
-    int32_t* seed = reinterpret_cast<int32_t*>(wq + kQRowTile * kQBlock); // [nkb, 5, n_pad]
+    float* ct = scratch;                                           // [kQRowTile, n_pad]
+    float* scale = ct + kQRowTile * n_pad;                         // [kQRowTile, 4]
+    int8_t* wq = reinterpret_cast<int8_t*>(scale + kQRowTile * 4); // [kQRowTile, kQBlock]
     const Panel p{wq, scale};
-    block_seeds(xq, n_pad, nkb, seed);
     constexpr bool kFp4 = kSrc == Src::kFp4;
     const uint8_t* wrow[kQRowTile]; // FP8: each panel row's codes and block-scale row
     const uint8_t* srow[kQRowTile];
@@ -489,7 +535,7 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint8_t* xq, const 
             for (int64_t i0 = 0; i0 < n_pad; i0 += 64) {
                 const int nv = static_cast<int>(min64(4, (n_pad - i0) / 16));
                 const bool half = n_pad - i0 < 64 && (n_pad - i0) % 16 != 0;
-                const uint8_t* xqb = xq + (kb * (kQBlock / 4) * n_pad + i0) * 4;
+                const int8_t* xqb = xq + (kb * (kQBlock / 4) * n_pad + i0) * 4;
                 const float* xsb = xs + kb * n_pad + i0;
                 const int32_t* sdb = seed + kb * 5 * n_pad + i0;
                 for (int64_t m0 = 0; m0 < rows; m0 += 6) {
@@ -516,6 +562,7 @@ GemmQTable emulated_vnni_gemm_table() {
 GemmQTable avx512_vnni_gemm_table() {
 #endif
     GemmQTable t;
+    t.quantize = &gemm_vnni::quantize;
     t.fp8 = &gemm_vnni::gemm<gemm_vnni::Src::kFp8>;
     t.fp4 = &gemm_vnni::gemm<gemm_vnni::Src::kFp4>;
     t.bf16 = &gemm_vnni::gemm<gemm_vnni::Src::kBf16>;

@@ -176,9 +176,9 @@ void reserve_thread_scratch(int64_t n, int64_t cols) {
     const int64_t n_pad = (n + 15) / 16 * 16;
     // The largest of: GEMV preparation / fold (n x cols), the GEMM's transposed activations (cols x n_pad),
     // the int8 quantized activations and scales, the F32 and int8 GEMM panels.
-    const int64_t need = std::max(
-        {n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
-         detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad, cols)});
+    const int64_t need =
+        std::max({n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
+                  detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad)});
     for (int i = 0; i < 4; ++i) {
         std::vector<float>& buf = scratch(i);
         if (buf.size() < static_cast<size_t>(need)) buf.resize(static_cast<size_t>(need));
@@ -330,14 +330,51 @@ void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     for_row_groups(a, pool, serial, groups, body);
 }
 
-// The int8 GEMM (`gemm`: FP4's from the Int8Table, or FP8's from gemm_int8.h) after quantizing the
-// activations once for all output rows.
-// `pad`: the token granularity the GEMM takes (gemm_int8.h's: 8, the older FP4 GEMM's: 16).
-void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detail::GemmQFn gemm,
-                 int64_t pad) {
+// Output rows of an int8 GEMM over the pool: guided chunks of whole 48-row panels (kQRowTile; at least
+// two), so every panel is the same rows whatever the split (an FP4 panel's kernel depends on which rows it
+// holds: gemm_int8.h) and neither core idles for more than a short chunk at the end. gemm(r0, r1, scratch).
+template <typename Gemm>
+void int8_gemm_rows(const MatmulArgs& a, core::ThreadPool* pool, bool serial, int64_t n_pad,
+                    const Gemm& gemm) {
+    const int64_t rows = a.row_end - a.row_begin, micro_rows = (rows + 3) / 4;
+    auto body = [&](int64_t b, int64_t e) {
+        std::vector<float>& s = scratch(2);
+        const size_t need = static_cast<size_t>(detail::int8_scratch_floats(n_pad));
+        if (s.size() < need) s.resize(need);
+        gemm(b * 4, std::min(e * 4, rows), s.data());
+    };
+    constexpr int64_t kPanelGroups = detail::kQRowTile / 4;
+    if (serial)
+        body(0, micro_rows);
+    else
+        guided_chunks(pool, micro_rows, kPanelGroups, 2 * kPanelGroups, body);
+}
+
+// The int8 GEMMs of gemm_int8.h (FP8, FP4 and BF16 weights on VNNI + VBMI) after their own quantization of
+// the activations (int8 and the seeds), once for all output rows, over the pool in groups of 8 tokens.
+void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detail::GemmQ8Fn gemm) {
+    static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
+    const core::Weight& w = *a.w;
+    const int64_t pad = detail::kGemmQPad, n_pad = (a.n + pad - 1) / pad * pad,
+                  nkb = w.cols / detail::kQBlock;
+    std::vector<float>& buf =
+        scratch(3); // xq [cols / 4, n_pad, 4] bytes, xs [nkb, n_pad], seed [nkb, 5, n_pad]
+    buf.resize(static_cast<size_t>(detail::gemm_q8_act_floats(n_pad, w.cols)));
+    auto* xq = reinterpret_cast<int8_t*>(buf.data());
+    float* xs = buf.data() + w.cols * n_pad / 4;
+    auto* seed = reinterpret_cast<int32_t*>(xs + nkb * n_pad);
+    auto quant = [&](int64_t b, int64_t e) { g.quantize(a, b * pad, e * pad, n_pad, xq, xs, seed); };
+    serial ? quant(0, n_pad / pad) : pool->parallel_for(n_pad / pad, std::ref(quant));
+    int8_gemm_rows(a, pool, serial, n_pad,
+                   [&](int64_t r0, int64_t r1, float* s) { gemm(a, r0, r1, xq, xs, seed, n_pad, s); });
+}
+
+// The older FP4 int8 GEMM (linear_avx512_vnni.cpp: CPUs with VNNI but not VBMI), activations as u8 in
+// tokens padded to 16.
+void matmul_int8_u8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     static const detail::Int8Table q = detail::avx512_vnni_table();
     const core::Weight& w = *a.w;
-    const int64_t rows = a.row_end - a.row_begin, n_pad = (a.n + pad - 1) / pad * pad;
+    const int64_t n_pad = (a.n + 15) / 16 * 16;
     std::vector<float>& buf = scratch(3); // xq [cols / 4, n_pad, 4] bytes, then xs [cols / 128, n_pad]
     const int64_t xq_floats = w.cols * n_pad / 4, xs_floats = w.cols / detail::kQBlock * n_pad;
     buf.resize(static_cast<size_t>(xq_floats + xs_floats));
@@ -345,21 +382,8 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
     float* xs = buf.data() + xq_floats;
     auto quant = [&](int64_t b, int64_t e) { q.quantize(a, b, e, n_pad, xq, xs); };
     serial ? quant(0, n_pad) : pool->parallel_for(n_pad, std::ref(quant));
-    const int64_t micro_rows = (rows + 3) / 4;
-    auto body = [&](int64_t b, int64_t e) {
-        std::vector<float>& s = scratch(2);
-        const size_t need = static_cast<size_t>(detail::int8_scratch_floats(n_pad, w.cols));
-        if (s.size() < need) s.resize(need);
-        gemm(a, b * 4, std::min(e * 4, rows), xq, xs, n_pad, s.data());
-    };
-    // Guided chunks of whole 48-row panels (kQRowTile; at least two), so every panel is the same rows
-    // whatever the split (an FP4 panel's kernel depends on which rows it holds: gemm_int8.h) and neither
-    // core idles for more than a short chunk at the end.
-    constexpr int64_t kPanelGroups = detail::kQRowTile / 4;
-    if (serial)
-        body(0, micro_rows);
-    else
-        guided_chunks(pool, micro_rows, kPanelGroups, 2 * kPanelGroups, body);
+    int8_gemm_rows(a, pool, serial, n_pad,
+                   [&](int64_t r0, int64_t r1, float* s) { q.gemm(a, r0, r1, xq, xs, n_pad, s); });
 }
 
 // The F32 GEMV: the activations prepared once in the layout the ISA's kernel reads, output rows handed to
@@ -596,12 +620,12 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
     if (fast_fp8_int8_fits(a, isa)) {
         static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
-        matmul_int8(a, pool, serial, g.fp8, detail::kGemmQPad);
+        matmul_int8(a, pool, serial, g.fp8);
         return;
     }
     if (fast_bf16_int8_fits(a, isa)) {
         static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
-        matmul_int8(a, pool, serial, g.bf16, detail::kGemmQPad);
+        matmul_int8(a, pool, serial, g.bf16);
         return;
     }
     if (fast_bf16_fits(a, isa)) {
@@ -611,12 +635,12 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     if (fast_fits(a, isa)) {
         // The GEMM of gemm_int8.h where the CPU has VBMI, else linear_avx512_vnni.cpp's (VNNI only).
         static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
-        static const detail::Int8Table q = detail::avx512_vnni_table();
         if (a.n <= kGemvMaxTokens)
             gemv_int8(a, pool, serial);
+        else if (fp8_int8_supported())
+            matmul_int8(a, pool, serial, g.fp4);
         else
-            matmul_int8(a, pool, serial, fp8_int8_supported() ? g.fp4 : q.gemm,
-                        fp8_int8_supported() ? detail::kGemmQPad : 16);
+            matmul_int8_u8(a, pool, serial);
         return;
     }
 

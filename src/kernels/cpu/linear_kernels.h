@@ -57,14 +57,16 @@ struct KernelTable {
 
 KernelTable avx512_table();
 
-// Numerics::kFast (int8 VNNI), today for FP4 e2m1 weights with 32-column groups and cols % kQBlock == 0:
-// quantize tokens [t0, t1) of the activations into xq [cols / 4, n_pad, 4] (int8 + 128 per token per
-// kQBlock columns, 4 consecutive columns together for vpdpbusd) and xs [cols / kQBlock, n_pad] (scales);
-// then the GEMM over output rows [r0, r1) with scratch of int8_scratch_floats(n_pad, cols) floats.
+// Numerics::kFast (int8 VNNI) GEMMs: scratch of int8_scratch_floats(n_pad) floats per thread (the output
+// tile [kQRowTile, n_pad], a panel's scales and corrections, its int8 weights). The older FP4 e2m1 GEMM
+// (group 32, cols % kQBlock == 0; CPUs with VNNI but not VBMI, gemm_int8.h's otherwise): quantize tokens
+// [t0, t1) of the activations into xq [cols / 4, n_pad, 4] (int8 + 128 per token per kQBlock columns, 4
+// consecutive columns together for vpdpbusd) and xs [cols / kQBlock, n_pad] (scales); then the GEMM over
+// output rows [r0, r1).
 constexpr int64_t kQBlock = 128;
 constexpr int64_t kQRowTile = 48;
-inline int64_t int8_scratch_floats(int64_t n_pad, int64_t cols) {
-    return kQRowTile * n_pad + kQRowTile * 8 + kQRowTile * kQBlock / 4 + 5 * (cols / kQBlock) * n_pad;
+inline int64_t int8_scratch_floats(int64_t n_pad) {
+    return kQRowTile * n_pad + kQRowTile * 8 + kQRowTile * kQBlock / 4;
 }
 using QuantizeFn = void (*)(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, uint8_t* xq,
                             float* xs);
