@@ -176,13 +176,14 @@ TEST(GemmExact, EveryTokenIsComputedAsInAnyTokenSplit) {
 }
 
 // The fast numerics, scalar: per token and 128 columns, x ~ qx * (amax / 127) (nearest even); per row and
-// 128 columns, w ~ qw * 2^(step - 9) * block scale; the integer sums exact, the rest in double.
-std::vector<double> emulate(const Fp8Weight& s, const std::vector<float>& x, int64_t n, int64_t ldx,
-                            int64_t r0, int64_t r1) {
-    const core::Weight& w = s.w;
+// 128 columns the int8 values q and scale that block(r, kb, q) gives; the integer sums exact, the rest in
+// double.
+template <typename Block>
+std::vector<double> emulate_blocks(const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols,
+                                   int64_t r0, int64_t r1, const Block& block) {
     std::vector<double> y(n * (r1 - r0), 0.0);
     for (int64_t i = 0; i < n; ++i) {
-        for (int64_t kb = 0; kb < w.cols / 128; ++kb) {
+        for (int64_t kb = 0; kb < cols / 128; ++kb) {
             const float* xb = x.data() + i * ldx + kb * 128;
             float amax = 0.0f;
             for (int c = 0; c < 128; ++c) amax = std::max(amax, std::abs(xb[c]));
@@ -190,14 +191,10 @@ std::vector<double> emulate(const Fp8Weight& s, const std::vector<float>& x, int
             int32_t qx[128];
             for (int c = 0; c < 128; ++c) qx[c] = static_cast<int32_t>(std::nearbyint(xb[c] * inv));
             for (int64_t r = r0; r < r1; ++r) {
-                const uint8_t* wb = s.data.data() + r * w.cols + kb * 128;
-                uint8_t max_code = 0;
-                for (int c = 0; c < 128; ++c) max_code = std::max<uint8_t>(max_code, wb[c] & 0x7f);
+                int8_t q[128];
+                const double ws = block(r, kb, q);
                 int64_t sum = 0;
-                for (int c = 0; c < 128; ++c) sum += qx[c] * cpu::detail::fp8_requant_code(wb[c], max_code);
-                const uint8_t sb = s.scale[r / 128 * w.scale_cols() + kb * 128 / w.block_cols];
-                const double ws = std::ldexp(1.0, sb - 127) *
-                                  std::ldexp(1.0, cpu::detail::fp8_requant_step_log2(max_code) - 9);
+                for (int c = 0; c < 128; ++c) sum += qx[c] * q[c];
                 y[i * (r1 - r0) + r - r0] += static_cast<double>(sum) * ws * xs;
             }
         }
@@ -205,12 +202,63 @@ std::vector<double> emulate(const Fp8Weight& s, const std::vector<float>& x, int
     return y;
 }
 
+// FP8: w ~ qw * 2^(step - 9) * block scale (fp8_requant_code).
+std::vector<double> emulate(const Fp8Weight& s, const std::vector<float>& x, int64_t n, int64_t ldx,
+                            int64_t r0, int64_t r1) {
+    const core::Weight& w = s.w;
+    return emulate_blocks(x, n, ldx, w.cols, r0, r1, [&](int64_t r, int64_t kb, int8_t* q) {
+        const uint8_t* wb = s.data.data() + r * w.cols + kb * 128;
+        uint8_t max_code = 0;
+        for (int c = 0; c < 128; ++c) max_code = std::max<uint8_t>(max_code, wb[c] & 0x7f);
+        for (int c = 0; c < 128; ++c) q[c] = cpu::detail::fp8_requant_code(wb[c], max_code);
+        const uint8_t sb = s.scale[r / 128 * w.scale_cols() + kb * 128 / w.block_cols];
+        return std::ldexp(1.0, sb - 127) * std::ldexp(1.0, cpu::detail::fp8_requant_step_log2(max_code) - 9);
+    });
+}
+
+// y [n, ldy] (columns [0, out) for rows r0..) against want [n, out]: NMSE < 1e-11 per output row (rows may
+// differ in magnitude by many binades), an all-zero row exactly, and nothing written past column out.
+void expect_rows_match(const std::vector<float>& y, int64_t ldy, const std::vector<double>& want, int64_t n,
+                       int64_t out, int64_t r0) {
+    std::vector<double> num(out, 0.0), den(out, 0.0);
+    int64_t past = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        for (int64_t r = 0; r < out; ++r) {
+            const double wv = want[i * out + r], d = y[i * ldy + r] - wv;
+            num[r] += d * d;
+            den[r] += wv * wv;
+        }
+        for (int64_t r = out; r < ldy; ++r) past += y[i * ldy + r] != -7.0f;
+    }
+    for (int64_t r = 0; r < out; ++r) {
+        if (den[r] == 0.0)
+            EXPECT_EQ(num[r], 0.0) << "row " << r0 + r;
+        else
+            EXPECT_LT(num[r] / den[r], 1e-11) << "row " << r0 + r;
+    }
+    EXPECT_EQ(past, 0);
+}
+
+// The dispatched fast matmul of w (rows [rows / 5, rows), n tokens of Gaussian x, strided x and y) against
+// emulate(x, ldx, r0, r1).
+template <typename Emulate>
+void check_fast_matmul(const core::Weight& w, int64_t n, core::ThreadPool* pool, std::mt19937* rng,
+                       const Emulate& emulate) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int64_t ldx = w.cols + 3, r0 = w.rows / 5, r1 = w.rows, out = r1 - r0, ldy = out + 2;
+    std::vector<float> x(n * ldx);
+    for (float& v : x) v = nd(*rng);
+    std::vector<float> y(n * ldy, -7.0f);
+    cpu::matmul_isa(MatmulArgs{x.data(), n, ldx, &w, r0, r1, y.data(), ldy, pool, Numerics::kFast},
+                    cpu::Isa::kAvx512);
+    expect_rows_match(y, ldy, emulate(x, ldx, r0, r1), n, out, r0);
+}
+
 TEST(GemmInt8, Fp8GemmMatchesItsScalarEmulation) {
     if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512))
         GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
     core::ThreadPool pool(2);
     std::mt19937 rng(21);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
     struct Case {
         int64_t rows, cols;
         int bc;
@@ -225,25 +273,10 @@ TEST(GemmInt8, Fp8GemmMatchesItsScalarEmulation) {
           Case{61, 1024, 128, 64}, Case{30, 256, 128, 56}, Case{19, 128, 128, 72}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
         const Fp8Weight s = random_fp8(c.rows, c.cols, c.bc, &rng);
-        const int64_t ldx = c.cols + 3, r0 = c.rows / 5, r1 = c.rows, out = r1 - r0, ldy = out + 2;
-        std::vector<float> x(c.n * ldx);
-        for (float& v : x) v = nd(rng);
-        std::vector<float> y(c.n * ldy, -7.0f);
-        MatmulArgs a{x.data(), c.n, ldx, &s.w, r0, r1, y.data(), ldy, &pool, Numerics::kFast};
-        cpu::matmul_isa(a, cpu::Isa::kAvx512);
-        const std::vector<double> want = emulate(s, x, c.n, ldx, r0, r1);
-        double num = 0.0, den = 0.0;
-        int64_t past = 0;
-        for (int64_t i = 0; i < c.n; ++i) {
-            for (int64_t r = 0; r < out; ++r) {
-                const double d = y[i * ldy + r] - want[i * out + r];
-                num += d * d;
-                den += want[i * out + r] * want[i * out + r];
-            }
-            for (int64_t r = out; r < ldy; ++r) past += y[i * ldy + r] != -7.0f;
-        }
-        EXPECT_LT(num / den, 1e-11);
-        EXPECT_EQ(past, 0);
+        check_fast_matmul(s.w, c.n, &pool, &rng,
+                          [&](const std::vector<float>& x, int64_t ldx, int64_t r0, int64_t r1) {
+                              return emulate(s, x, c.n, ldx, r0, r1);
+                          });
     }
 }
 
@@ -303,28 +336,13 @@ TEST(GemmInt8, Bf16RequantizationFollowsTheDefinition) {
     }
 }
 
-// The fast numerics for BF16 weights, scalar: int8 activations as for FP8 (emulate), the weights by
-// bf16_requant_block, exact integer sums, the rest in double.
+// BF16: the weights by bf16_requant_block.
 std::vector<double> emulate_bf16(const Bf16Weight& s, const std::vector<float>& x, int64_t n, int64_t ldx,
                                  int64_t r0, int64_t r1) {
     const int64_t cols = s.w.cols;
-    std::vector<double> y(n * (r1 - r0), 0.0);
-    for (int64_t i = 0; i < n; ++i) {
-        for (int64_t kb = 0; kb < cols / 128; ++kb) {
-            const float* xb = x.data() + i * ldx + kb * 128;
-            float amax = 0.0f;
-            for (int c = 0; c < 128; ++c) amax = std::max(amax, std::abs(xb[c]));
-            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f, xs = amax / 127.0f;
-            for (int64_t r = r0; r < r1; ++r) {
-                int8_t q[128];
-                const float ws = cpu::detail::bf16_requant_block(s.data.data() + r * cols + kb * 128, q);
-                int64_t sum = 0;
-                for (int c = 0; c < 128; ++c) sum += static_cast<int64_t>(std::nearbyint(xb[c] * inv)) * q[c];
-                y[i * (r1 - r0) + r - r0] += static_cast<double>(sum) * ws * xs;
-            }
-        }
-    }
-    return y;
+    return emulate_blocks(x, n, ldx, cols, r0, r1, [&](int64_t r, int64_t kb, int8_t* q) {
+        return static_cast<double>(cpu::detail::bf16_requant_block(s.data.data() + r * cols + kb * 128, q));
+    });
 }
 
 TEST(GemmInt8, Bf16GemmMatchesItsScalarEmulation) {
@@ -332,7 +350,6 @@ TEST(GemmInt8, Bf16GemmMatchesItsScalarEmulation) {
         GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
     core::ThreadPool pool(2);
     std::mt19937 rng(25);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
     struct Case {
         int64_t rows, cols, n;
     };
@@ -342,31 +359,10 @@ TEST(GemmInt8, Bf16GemmMatchesItsScalarEmulation) {
                           Case{61, 1024, 64}, Case{30, 256, 56}, Case{19, 128, 72}, Case{49, 256, 28}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
         const Bf16Weight s = random_bf16(c.rows, c.cols, &rng);
-        const int64_t ldx = c.cols + 3, r0 = c.rows / 5, r1 = c.rows, out = r1 - r0, ldy = out + 2;
-        std::vector<float> x(c.n * ldx);
-        for (float& v : x) v = nd(rng);
-        std::vector<float> y(c.n * ldy, -7.0f);
-        MatmulArgs a{x.data(), c.n, ldx, &s.w, r0, r1, y.data(), ldy, &pool, Numerics::kFast};
-        cpu::matmul_isa(a, cpu::Isa::kAvx512);
-        const std::vector<double> want = emulate_bf16(s, x, c.n, ldx, r0, r1);
-        // Per output row (rows differ in scale by up to 2^40): the error against that row's magnitude.
-        std::vector<double> num(out, 0.0), den(out, 0.0);
-        int64_t past = 0;
-        for (int64_t i = 0; i < c.n; ++i) {
-            for (int64_t r = 0; r < out; ++r) {
-                const double wv = want[i * out + r], d = y[i * ldy + r] - wv;
-                num[r] += d * d;
-                den[r] += wv * wv;
-            }
-            for (int64_t r = out; r < ldy; ++r) past += y[i * ldy + r] != -7.0f;
-        }
-        for (int64_t r = 0; r < out; ++r) {
-            if (den[r] == 0.0)
-                EXPECT_EQ(num[r], 0.0) << "row " << r0 + r;
-            else
-                EXPECT_LT(num[r] / den[r], 1e-11) << "row " << r0 + r;
-        }
-        EXPECT_EQ(past, 0);
+        check_fast_matmul(s.w, c.n, &pool, &rng,
+                          [&](const std::vector<float>& x, int64_t ldx, int64_t r0, int64_t r1) {
+                              return emulate_bf16(s, x, c.n, ldx, r0, r1);
+                          });
     }
 }
 
@@ -476,6 +472,17 @@ TEST(GemmInt8, OutputDoesNotDependOnThePool) {
     }
 }
 
+// The emulated kernels' table, the real one where the CPU has VNNI + VBMI (else empty), and whether it has.
+struct VnniTables {
+    cpu::detail::GemmQTable emu, hw;
+    bool real;
+};
+VnniTables vnni_tables() {
+    const bool real = cpu::fp8_int8_supported();
+    return {cpu::detail::emulated_vnni_gemm_table(),
+            real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{}, real};
+}
+
 // The GEMMs' activations by their definition (gemm_int8.h): int8 per token per 128 columns (scale
 // amax / 127, nearest even) in [cols / 4, n_pad, 4], scales [cols / 128, n_pad], seeds [cols / 128, 5,
 // n_pad] (-128 x each 32-column group's sum, then the block's); tokens past n zero.
@@ -516,10 +523,7 @@ QuantizedActs quantize_by_definition(const std::vector<float>& x, int64_t n, int
 // definition's bytes, scales and seeds, for token counts with padding and for a range of 8-token groups.
 TEST(GemmInt8Emulated, QuantizeMatchesTheDefinition) {
     if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
-    const cpu::detail::GemmQTable emu = cpu::detail::emulated_vnni_gemm_table();
-    const bool real = cpu::fp8_int8_supported();
-    const cpu::detail::GemmQTable hw =
-        real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{};
+    const auto [emu, hw, real] = vnni_tables();
     std::mt19937 rng(27);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (const int64_t n : {int64_t{1}, int64_t{9}, int64_t{24}, int64_t{41}}) {
@@ -554,10 +558,7 @@ TEST(GemmInt8Emulated, QuantizeMatchesTheDefinition) {
 
 TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
     if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
-    const cpu::detail::GemmQTable emu = cpu::detail::emulated_vnni_gemm_table();
-    const bool real = cpu::fp8_int8_supported();
-    const cpu::detail::GemmQTable hw =
-        real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{};
+    const auto [emu, hw, real] = vnni_tables();
     std::mt19937 rng(23);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::uniform_int_distribution<int> byte(0, 255);
@@ -653,10 +654,7 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
 // instructions where the CPU has them.
 TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
     if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
-    const cpu::detail::GemmQTable emu = cpu::detail::emulated_vnni_gemm_table();
-    const bool real = cpu::fp8_int8_supported();
-    const cpu::detail::GemmQTable hw =
-        real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{};
+    const auto [emu, hw, real] = vnni_tables();
     std::mt19937 rng(26);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     struct Case {
@@ -677,23 +675,7 @@ TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
         std::vector<float> y(c.n * ldy, -7.0f);
         MatmulArgs a{x.data(), c.n, ldx, &s.w, r0, r1, y.data(), ldy, nullptr, Numerics::kFast};
         emu.bf16(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
-        std::vector<double> num(out, 0.0), den(out, 0.0);
-        int64_t past = 0;
-        for (int64_t i = 0; i < c.n; ++i) {
-            for (int64_t r = 0; r < out; ++r) {
-                const double wv = want[i * out + r], d = y[i * ldy + r] - wv;
-                num[r] += d * d;
-                den[r] += wv * wv;
-            }
-            past += y[i * ldy + out] != -7.0f;
-        }
-        for (int64_t r = 0; r < out; ++r) {
-            if (den[r] == 0.0)
-                EXPECT_EQ(num[r], 0.0) << "row " << r0 + r;
-            else
-                EXPECT_LT(num[r] / den[r], 1e-11) << "row " << r0 + r;
-        }
-        EXPECT_EQ(past, 0);
+        expect_rows_match(y, ldy, want, c.n, out, r0);
         if (real) {
             std::vector<float> y_hw(c.n * ldy, -7.0f);
             a.y = y_hw.data();
