@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/weight.h"
+#include "kernels/cpu/block_amax_avx512.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/transpose_avx512.h"
 
@@ -265,26 +266,6 @@ void decode_bf16_panel(const uint16_t* const* wrow, int64_t kb, int64_t rows, bo
     }
 }
 
-// 8 x 8 int32 transpose: r[i] (ymm) holds row i; afterwards r[j] holds column j.
-inline void transpose8(__m256i* r) {
-    __m256i t[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    __m256i u[8];
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int i = 0; i < 4; ++i) {
-        r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
-    }
-}
-
 // GemmQuantizeFn (gemm_int8.h). Per 8 tokens and 128-column block: each token's block largest magnitude,
 // its 128 values x 127 / amax to int32 (vcvtps2dq: nearest even), narrowed to bytes (|q| <= 127), and its
 // four 32-column group sums for the seeds; then the 8 tokens' 32 dwords (4 columns each) transposed
@@ -293,7 +274,6 @@ inline void transpose8(__m256i* r) {
 void quantize(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, int8_t* xq, float* xs,
               int32_t* seed) {
     const int64_t nkb = a.w->cols / kQBlock;
-    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     alignas(32) int32_t d[8][32]; // token i's block: 32 dwords of 4 int8
     for (int64_t t = t0; t < t1; t += 8) {
         for (int64_t kb = 0; kb < nkb; ++kb) {
@@ -306,20 +286,14 @@ void quantize(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, int8_t
                     continue;
                 }
                 const float* x = a.x + tok * a.ldx + kb * kQBlock;
-                __m512 v[8];
-                for (int c = 0; c < 8; ++c) v[c] = _mm512_loadu_ps(x + c * 16);
-                __m512 m0 = _mm512_max_ps(_mm512_and_ps(v[0], abs_mask), _mm512_and_ps(v[1], abs_mask));
-                __m512 m1 = _mm512_max_ps(_mm512_and_ps(v[2], abs_mask), _mm512_and_ps(v[3], abs_mask));
-                __m512 m2 = _mm512_max_ps(_mm512_and_ps(v[4], abs_mask), _mm512_and_ps(v[5], abs_mask));
-                __m512 m3 = _mm512_max_ps(_mm512_and_ps(v[6], abs_mask), _mm512_and_ps(v[7], abs_mask));
-                const float amax =
-                    _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+                const float amax = block_amax(x);
                 const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
                 xs[kb * n_pad + tok] = amax / 127.0f;
                 int32_t total = 0;
                 for (int g = 0; g < 4; ++g) {
-                    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v[2 * g], inv));
-                    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v[2 * g + 1], inv));
+                    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * g), inv));
+                    const __m512i q1 =
+                        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * g + 16), inv));
                     _mm_store_si128(reinterpret_cast<__m128i*>(&d[i][8 * g]), _mm512_cvtepi32_epi8(q0));
                     _mm_store_si128(reinterpret_cast<__m128i*>(&d[i][8 * g + 4]), _mm512_cvtepi32_epi8(q1));
                     const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
@@ -332,7 +306,7 @@ void quantize(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, int8_t
                 __m256i r[8];
                 for (int i = 0; i < 8; ++i)
                     r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(&d[i][8 * j]));
-                transpose8(r);
+                detail::transpose8(r);
                 for (int k = 0; k < 8; ++k)
                     _mm256_storeu_si256(
                         reinterpret_cast<__m256i*>(xq + ((kb * 32 + 8 * j + k) * n_pad + t) * 4), r[k]);

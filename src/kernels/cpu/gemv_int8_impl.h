@@ -4,15 +4,8 @@
 // flags (linear_impl.h's pattern): linear_avx512_vnni.cpp (-mavx512vnni: vpdpbusd) and
 // linear_avx512_int8.cpp (AVX-512 F/BW only, e.g. Skylake-SP: vpmaddubsw + vpmaddwd). Both form the same
 // exact integer sums and then run the same F32 operations in the same order, so they give the same bits.
-// The including file provides <immintrin.h>, <cstdint>, core/weight.h, kernels/cpu/linear_kernels.h and
-// min64, and includes this inside an anonymous namespace.
-
-// The largest magnitude of the kQBlock activations at x: the block's int8 scale is amax / 127.
-inline float block_amax(const float* x) {
-    __m512 mx = _mm512_setzero_ps();
-    for (int c = 0; c < kQBlock; c += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
-    return _mm512_reduce_max_ps(mx);
-}
+// The including file provides <immintrin.h>, <cstdint>, core/weight.h, kernels/cpu/linear_kernels.h,
+// kernels/cpu/block_amax_avx512.h and min64, and includes this inside an anonymous namespace.
 
 // acc + the dot products of the u8 weights with the s8 activations over each int32 lane's 4 + 4 bytes
 // (even and odd columns). Exact: a lane sums 8 products of at most 24 x 127.

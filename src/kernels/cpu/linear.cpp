@@ -221,29 +221,30 @@ bool fast_fits(const MatmulArgs& a, Isa isa) {
            w.format == core::WeightFormat::kFp4Group && w.block_cols == 32 && w.cols % detail::kQBlock == 0;
 }
 
-// Numerics::kFast for FP8-block weights at GEMM token counts on VNNI + VBMI: the int8 GEMM (gemm_int8.h),
-// where every 128-column activation block lies inside one weight block. Where the CPU also has AVX-512 BF16,
-// its GEMV is as fast up to ~24 tokens (the GEMM's panel decode is a fixed cost per weight byte; measured on
-// Zen 4, one core, cold weights: equal at 24 tokens, 3.25 vs 2.80 ms at 32), so the GEMM takes over from
-// kInt8OverBf16Tokens (linear.h) there.
-bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
+// Numerics::kFast at the int8 GEMMs' token counts on VNNI + VBMI (gemm_int8.h): from kInt8OverBf16Tokens
+// (linear.h) where the CPU also has AVX-512 BF16, whose GEMV is as fast below it (the GEMM's panel decode is
+// a fixed cost per weight byte; measured on Zen 4, one core, cold weights: FP8 equal at 24 tokens, 3.25 vs
+// 2.80 ms at 32; BF16 within noise from 12 to 24), from kGemvMaxTokens + 1 elsewhere.
+bool fast_int8_gemm_counts(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
-    const core::Weight& w = *a.w;
     const int64_t min_n = bf16_supported() ? kInt8OverBf16Tokens : kGemvMaxTokens + 1;
-    return num == Numerics::kFast && isa == Isa::kAvx512 && fp8_int8_supported() && a.n >= min_n &&
-           w.format == core::WeightFormat::kFp8Block && w.block_cols % detail::kQBlock == 0 &&
-           w.cols % detail::kQBlock == 0;
+    return num == Numerics::kFast && isa == Isa::kAvx512 && fp8_int8_supported() && a.n >= min_n;
+}
+static_assert(kInt8OverBf16Tokens > kGemvMaxTokens, "the int8 GEMMs never take GEMV (matmul_multi) counts");
+
+// FP8-block weights whose every 128-column activation block lies inside one weight block.
+bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
+    const core::Weight& w = *a.w;
+    return fast_int8_gemm_counts(a, isa) && w.format == core::WeightFormat::kFp8Block &&
+           w.block_cols % detail::kQBlock == 0 && w.cols % detail::kQBlock == 0;
 }
 
-// Numerics::kFast for BF16 weights at GEMM token counts on VNNI + VBMI: the int8 GEMM (gemm_int8.h), each
-// weight row's 128-column blocks requantized to int8 in its panel, from kInt8OverBf16Tokens (linear.h)
-// where the BF16 GEMV (vdpbf16ps, half the int8 rate) would otherwise run, from kGemvMaxTokens + 1 elsewhere.
+// BF16 weights, each row's 128-column blocks requantized to int8 in its panel (where the BF16 GEMV,
+// vdpbf16ps at half the int8 rate, would otherwise run).
 bool fast_bf16_int8_fits(const MatmulArgs& a, Isa isa) {
-    const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
-    const int64_t min_n = bf16_supported() ? kInt8OverBf16Tokens : kGemvMaxTokens + 1;
-    return num == Numerics::kFast && isa == Isa::kAvx512 && fp8_int8_supported() && a.n >= min_n &&
-           w.format == core::WeightFormat::kBF16 && w.cols % detail::kQBlock == 0;
+    return fast_int8_gemm_counts(a, isa) && w.format == core::WeightFormat::kBF16 &&
+           w.cols % detail::kQBlock == 0;
 }
 
 // Numerics::kFast for BF16 and FP8-block weights where the CPU has AVX-512 BF16: whole 32-column pairs, FP8
@@ -357,8 +358,8 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
     const core::Weight& w = *a.w;
     const int64_t pad = detail::kGemmQPad, n_pad = (a.n + pad - 1) / pad * pad,
                   nkb = w.cols / detail::kQBlock;
-    std::vector<float>& buf =
-        scratch(3); // xq [cols / 4, n_pad, 4] bytes, xs [nkb, n_pad], seed [nkb, 5, n_pad]
+    // xq [cols / 4, n_pad, 4] bytes, xs [nkb, n_pad], seed [nkb, 5, n_pad]
+    std::vector<float>& buf = scratch(3);
     buf.resize(static_cast<size_t>(detail::gemm_q8_act_floats(n_pad, w.cols)));
     auto* xq = reinterpret_cast<int8_t*>(buf.data());
     float* xs = buf.data() + w.cols * n_pad / 4;
@@ -456,7 +457,6 @@ enum class MultiPath { kNone, kGemvF32, kGemvBf16 };
 
 MultiPath multi_path(const MatmulArgs& a, Isa isa, const detail::KernelTable& k) {
     if (isa == Isa::kRef || a.n > kGemvMaxTokens || a.row_end == a.row_begin) return MultiPath::kNone;
-    if (fast_fp8_int8_fits(a, isa) || fast_bf16_int8_fits(a, isa)) return MultiPath::kNone;
     if (fast_bf16_fits(a, isa)) return MultiPath::kGemvBf16;
     if (fast_fits(a, isa)) return MultiPath::kNone;
     return k.fits(a) ? MultiPath::kGemvF32 : MultiPath::kNone;

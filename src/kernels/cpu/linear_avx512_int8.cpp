@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/weight.h"
+#include "kernels/cpu/block_amax_avx512.h"
 #include "kernels/cpu/linear_kernels.h"
 
 namespace deepinfer::kernels::cpu::detail::avx512int8 {

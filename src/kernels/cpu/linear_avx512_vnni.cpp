@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/weight.h"
+#include "kernels/cpu/block_amax_avx512.h"
 #include "kernels/cpu/linear_kernels.h"
 
 namespace deepinfer::kernels::cpu::detail::avx512vnni {
@@ -24,7 +25,7 @@ inline float e8m0(uint8_t s) {
     return f;
 }
 
-#include "kernels/cpu/gemv_int8_impl.h" // block_amax, quantize_gemv, gemv_q (vpdpbusd here)
+#include "kernels/cpu/gemv_int8_impl.h" // quantize_gemv, gemv_q (vpdpbusd here)
 
 // Panel of up to kQRowTile rows x kQBlock columns: int8 weights, and per (row, 32-column group) the scale
 // and the offset correction.

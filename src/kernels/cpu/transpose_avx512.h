@@ -1,6 +1,7 @@
 #pragma once
-// A 16 x 16 float transpose in registers (AVX-512), shared by the int8 GEMM's output store
-// (gemm_int8_vnni.cpp) and attention's key tiles (attention.cpp). Pure data movement: no rounding.
+// Transposes in registers: 16 x 16 floats (AVX-512), shared by the int8 GEMM's output store
+// (gemm_int8_vnni.cpp) and attention's key tiles (attention.cpp); 8 x 8 int32 (AVX2), the int8 GEMM's
+// activation quantize. Pure data movement: no rounding.
 
 #include <immintrin.h>
 
@@ -28,6 +29,26 @@ __attribute__((target("avx512f"), always_inline)) inline void transpose16(__m512
     for (int j = 0; j < 8; ++j) {
         r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
         r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+    }
+}
+
+// r[i] (ymm) = row i of an 8 x 8 int32 block; on return r[j] = its column j.
+__attribute__((target("avx2"), always_inline)) inline void transpose8(__m256i r[8]) {
+    __m256i t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    __m256i u[8];
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
     }
 }
 
