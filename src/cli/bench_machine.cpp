@@ -166,36 +166,16 @@ double median(std::vector<double> v) {
 
 } // namespace
 
-MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes) {
-    MachineLimits out;
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    out.isa = avx512 ? "avx512" : avx2 ? "avx2" : "scalar";
-    threads = std::max(threads, 1);
-    passes = std::max(passes, 1);
+struct ReadProbe::Impl {
+    int threads = 1;
+    bool avx512 = false, avx2 = false;
+    size_t per = 0; // floats per thread and half (a multiple of 128)
+    std::unique_ptr<float, void (*)(void*)> buf{nullptr, &std::free};
+    float* small = nullptr;
+    std::vector<float> sinks; // one cache line per thread
 
-    const size_t n =
-        std::max<size_t>(buffer_bytes / sizeof(float), 256 * threads) / (256 * threads) * 256 * threads;
-    // One allocation, two halves of n / 2 floats: the first offered to transparent huge pages (what the best
-    // streaming kernel can see: no TLB misses, prefetchers not stopped at 4 KiB boundaries), the second
-    // kept in 4 KiB pages, like a checkpoint mapped from a filesystem without huge pages.
-    constexpr size_t kHuge = size_t{2} << 20;
-    const size_t half = (n / 2 * sizeof(float) + kHuge - 1) / kHuge * kHuge; // bytes per half
-    std::unique_ptr<float, void (*)(void*)> buf(static_cast<float*>(std::aligned_alloc(kHuge, 2 * half)),
-                                                &std::free);
-    auto* small = reinterpret_cast<float*>(reinterpret_cast<char*>(buf.get()) + half);
-    madvise(buf.get(), half, MADV_HUGEPAGE); // advice only: without THP the figures just coincide
-    madvise(small, half, MADV_NOHUGEPAGE);
-    const size_t per = n / 2 / threads;               // floats per thread and half (a multiple of 128)
-    out.buffer_bytes = per * threads * sizeof(float); // streamed by each measurement
-    std::vector<float> sinks(threads * 16, 0.0f);     // one cache line per thread
-    run_threads(threads, [&](int t) {                 // first touch by the thread that reads it
-        for (float* b : {buf.get(), small}) {
-            float* p = b + t * per;
-            for (size_t i = 0; i < per; ++i) p[i] = static_cast<float>(i & 1023) * 1e-3f;
-        }
-    });
-    auto read_rate = [&](const float* base, int streams) {
+    // Median GB/s of `passes` streams of `base` (after one warm-up pass).
+    double rate(const float* base, int streams, int passes) {
         std::vector<double> bw;
         for (int pass = 0; pass < passes + 1; ++pass) {
             const double s = run_threads(threads, [&](int t) {
@@ -207,40 +187,104 @@ MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes) {
             if (pass > 0) bw.push_back(static_cast<double>(per * threads * sizeof(float)) / s / 1e9);
         }
         return median(bw);
-    };
-    out.read_1stream_gb_s = read_rate(buf.get(), 1);
-    out.read_4k_gb_s = read_rate(small, 4);
-    out.read_gb_s = std::max({out.read_1stream_gb_s, out.read_4k_gb_s, read_rate(buf.get(), 4),
-                              avx512 ? read_rate(buf.get(), 8) : 0.0});
-
-    const int64_t iters = avx512 || avx2 ? 20'000'000 : 5'000'000;
-    std::vector<double> rate;
-    for (int pass = 0; pass < passes + 1; ++pass) {
-        std::vector<double> flops(threads);
-        const double s = run_threads(threads, [&](int t) {
-            flops[t] = avx512 ? fma_avx512(iters, &sinks[t * 16])
-                       : avx2 ? fma_avx2(iters, &sinks[t * 16])
-                              : fma_scalar(iters, &sinks[t * 16]);
-        });
-        double total = 0.0;
-        for (double f : flops) total += f;
-        if (pass > 0) rate.push_back(total / s / 1e9);
     }
-    out.fma_gflop_s = median(rate);
+};
 
-    if (__builtin_cpu_supports("avx512vnni")) {
-        std::vector<double> ops_rate;
-        for (int pass = 0; pass < passes + 1; ++pass) {
-            std::vector<double> ops(threads);
-            const double s =
-                run_threads(threads, [&](int t) { ops[t] = vnni_avx512(iters, &sinks[t * 16]); });
-            double total = 0.0;
-            for (double o : ops) total += o;
-            if (pass > 0) ops_rate.push_back(total / s / 1e9);
+ReadProbe::ReadProbe(int threads, size_t buffer_bytes) : impl_(new Impl) {
+    Impl& m = *impl_;
+    m.avx512 = __builtin_cpu_supports("avx512f");
+    m.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    m.threads = threads = std::max(threads, 1);
+    const size_t n =
+        std::max<size_t>(buffer_bytes / sizeof(float), 256 * threads) / (256 * threads) * 256 * threads;
+    // One allocation, two halves of n / 2 floats: the first offered to transparent huge pages (what the best
+    // streaming kernel can see: no TLB misses, prefetchers not stopped at 4 KiB boundaries), the second
+    // kept in 4 KiB pages, like a checkpoint mapped from a filesystem without huge pages.
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t half = (n / 2 * sizeof(float) + kHuge - 1) / kHuge * kHuge; // bytes per half
+    m.buf.reset(static_cast<float*>(std::aligned_alloc(kHuge, 2 * half)));
+    m.small = reinterpret_cast<float*>(reinterpret_cast<char*>(m.buf.get()) + half);
+    madvise(m.buf.get(), half, MADV_HUGEPAGE); // advice only: without THP the figures just coincide
+    madvise(m.small, half, MADV_NOHUGEPAGE);
+    m.per = n / 2 / threads;
+    m.sinks.assign(threads * 16, 0.0f);
+    run_threads(threads, [&](int t) { // first touch by the thread that reads it
+        for (float* b : {m.buf.get(), m.small}) {
+            float* p = b + t * m.per;
+            for (size_t i = 0; i < m.per; ++i) p[i] = static_cast<float>(i & 1023) * 1e-3f;
         }
-        out.vnni_gop_s = median(ops_rate);
-    }
+    });
+}
+
+ReadProbe::~ReadProbe() {
+    for (float v : impl_->sinks) g_sink = g_sink + v;
+    delete impl_;
+}
+
+size_t ReadProbe::buffer_bytes() const {
+    return impl_->per * impl_->threads * sizeof(float);
+}
+
+ReadProbe::Reading ReadProbe::measure(int passes) {
+    Impl& m = *impl_;
+    passes = std::max(passes, 1);
+    Reading r;
+    r.one_stream = m.rate(m.buf.get(), 1, passes);
+    r.best = std::max(
+        {r.one_stream, m.rate(m.buf.get(), 4, passes), m.avx512 ? m.rate(m.buf.get(), 8, passes) : 0.0});
+    return r;
+}
+
+ReadProbe::Reading ReadProbe::measure_all(int passes) {
+    Impl& m = *impl_;
+    Reading r = measure(passes);
+    r.four_k = m.rate(m.small, 4, std::max(passes, 1));
+    r.best = std::max(r.best, r.four_k);
+    return r;
+}
+
+ComputePeaks measure_compute(int threads, int passes, int64_t iters) {
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    threads = std::max(threads, 1);
+    passes = std::max(passes, 1);
+    std::vector<float> sinks(threads * 16, 0.0f); // one cache line per thread
+    // Median over passes of the summed work / wall seconds, work(t) run on every thread t.
+    auto peak = [&](auto work) {
+        std::vector<double> rate;
+        for (int pass = 0; pass < passes + 1; ++pass) {
+            std::vector<double> done(threads);
+            const double s = run_threads(threads, [&](int t) { done[t] = work(&sinks[t * 16]); });
+            double total = 0.0;
+            for (double d : done) total += d;
+            if (pass > 0) rate.push_back(total / s / 1e9);
+        }
+        return median(rate);
+    };
+    ComputePeaks out;
+    out.fma_gflop_s = peak([&](float* sink) {
+        return avx512 ? fma_avx512(iters, sink) : avx2 ? fma_avx2(iters, sink) : fma_scalar(iters / 4, sink);
+    });
+    if (__builtin_cpu_supports("avx512vnni"))
+        out.vnni_gop_s = peak([&](float* sink) { return vnni_avx512(iters, sink); });
     for (float v : sinks) g_sink = g_sink + v;
+    return out;
+}
+
+MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes) {
+    MachineLimits out;
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    out.isa = avx512 ? "avx512" : avx2 ? "avx2" : "scalar";
+    ReadProbe probe(threads, buffer_bytes);
+    out.buffer_bytes = probe.buffer_bytes();
+    const ReadProbe::Reading r = probe.measure_all(passes);
+    out.read_gb_s = r.best;
+    out.read_1stream_gb_s = r.one_stream;
+    out.read_4k_gb_s = r.four_k;
+    const ComputePeaks c = measure_compute(threads, passes, 20'000'000);
+    out.fma_gflop_s = c.fma_gflop_s;
+    out.vnni_gop_s = c.vnni_gop_s;
     return out;
 }
 

@@ -23,4 +23,35 @@ struct MachineLimits {
 
 MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes);
 
+// The read probe's buffer, allocated and first touched once, so that a benchmark can take the read figure
+// beside each measured repeat: on a shared machine the bandwidth a process gets drifts by a third within a
+// minute, so a figure taken at the end of the run can belong to another state of the machine than the
+// repeats it judges. measure() streams the huge-page half with 1, 4 and (AVX-512) 8 streams per thread and
+// returns the best median, the figure measure_machine calls read_gb_s.
+class ReadProbe {
+public:
+    ReadProbe(int threads, size_t buffer_bytes);
+    ~ReadProbe();
+    ReadProbe(const ReadProbe&) = delete;
+    ReadProbe& operator=(const ReadProbe&) = delete;
+    struct Reading {
+        double best = 0.0, one_stream = 0.0, four_k = 0.0; // GB/s; four_k only from measure_all
+    };
+    Reading measure(int passes);
+    Reading measure_all(int passes); // also 4 streams over the 4 KiB-page half
+    size_t buffer_bytes() const;     // streamed by each measurement
+
+private:
+    struct Impl;
+    Impl* impl_;
+};
+
+// The FP32 FMA and int8 VNNI peaks alone (GFLOP/s, GOP/s; VNNI 0 without AVX512-VNNI), `iters` chain steps
+// per thread and pass (the scalar fallback a quarter of them), each the median of `passes` after one
+// warm-up pass.
+struct ComputePeaks {
+    double fma_gflop_s = 0.0, vnni_gop_s = 0.0;
+};
+ComputePeaks measure_compute(int threads, int passes, int64_t iters);
+
 } // namespace deepinfer::cli

@@ -60,6 +60,19 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
+std::string fmt1(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f", v);
+    return b;
+}
+double mean(const std::vector<double>& v) {
+    return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// The probes beside the measured repeats and the profiled cycles: passes per pattern, and the compute
+// probes' chain steps per pass (a quarter of the end-of-run probe's: ~20 ms a pass on AVX-512).
+constexpr int kBesidePasses = 2;
+constexpr int64_t kBesideComputeIters = 5'000'000;
 
 struct Cycle {
     double prefill_s = 0, decode_s = 0;
@@ -260,12 +273,27 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     // Warm-up (pages of every touched weight mapped in, allocator settled), then the measured repeats.
     if (auto c = run_cycle(m, B, P, std::min<long long>(N, 4), blocks_per_seq); !c.ok())
         return fail(c.status());
+    const model::DecodeCost tc = m.decode_cost();
+    const double E = static_cast<double>(cfg.n_routed_experts), K = static_cast<double>(cfg.experts_per_tok);
+    const double per_expert = tc.expert_bytes; // one expert in every layer
+    const double bytes_token = tc.dense_bytes + K * per_expert;
+    const double distinct = E * (1.0 - std::pow(1.0 - K / E, static_cast<double>(B))); // uniform routing
+    const double bytes_step = tc.dense_bytes + distinct * per_expert;
+
+    // The read probe beside the repeats (ReadProbe): once before the first repeat and after each, so each
+    // repeat's decode is set against the mean of the two readings that bracket it, not only against the
+    // probe at the end of the run, which on a shared machine can read another state of it.
+    ReadProbe probe(static_cast<int>(T), static_cast<size_t>(bw_mb) << 20);
+    std::vector<double> beside{probe.measure(kBesidePasses).best}, decode_beside;
     std::vector<double> prefill, decode, sent_per_step, prefill_sent;
     for (long long r = 0; r < R; ++r) {
         auto c = run_cycle(m, B, P, N, blocks_per_seq);
         if (!c.ok()) return fail(c.status());
+        beside.push_back(probe.measure(kBesidePasses).best);
         prefill.push_back(static_cast<double>(B * P) / c->prefill_s);
         decode.push_back(static_cast<double>(B * N) / c->decode_s);
+        const double step_gb_s = static_cast<double>(N) / c->decode_s * bytes_step / 1e9;
+        decode_beside.push_back(step_gb_s / (0.5 * (beside[r] + beside[r + 1])));
         sent_per_step.push_back(static_cast<double>(c->decode_bytes_sent) / static_cast<double>(N));
         prefill_sent.push_back(static_cast<double>(c->prefill_bytes_sent));
     }
@@ -274,23 +302,28 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     const double prefill_tps = median(prefill), decode_tps = median(decode);
     // The census sums R profiled cycles (one prefill forward each: a single one swung by +-30% from run to
     // run on a shared 2-vCPU machine).
+    // The census is set against peaks read beside its cycles too: all three before the first profiled
+    // cycle and after each, averaged.
     CycleProfile census;
+    std::vector<double> census_read, census_fma, census_vnni;
+    auto census_peaks = [&] {
+        census_read.push_back(probe.measure(kBesidePasses).best);
+        const ComputePeaks c = measure_compute(static_cast<int>(T), kBesidePasses, kBesideComputeIters);
+        census_fma.push_back(c.fma_gflop_s);
+        census_vnni.push_back(c.vnni_gop_s);
+    };
     if (args->has("profile")) {
+        census_peaks();
         for (int64_t r = 0; r < R; ++r) {
             CycleProfile one;
             if (auto c = run_cycle(m, B, P, N, blocks_per_seq, &one); !c.ok()) return fail(c.status());
             census.prefill += one.prefill;
             census.decode += one.decode;
+            census_peaks();
         }
     }
 
     const MachineLimits lim = measure_machine(static_cast<int>(T), static_cast<size_t>(bw_mb) << 20, 5);
-    const model::DecodeCost tc = m.decode_cost();
-    const double E = static_cast<double>(cfg.n_routed_experts), K = static_cast<double>(cfg.experts_per_tok);
-    const double per_expert = tc.expert_bytes; // one expert in every layer
-    const double bytes_token = tc.dense_bytes + K * per_expert;
-    const double distinct = E * (1.0 - std::pow(1.0 - K / E, static_cast<double>(B))); // uniform routing
-    const double bytes_step = tc.dense_bytes + distinct * per_expert;
     const double decode_ceiling = static_cast<double>(B) * lim.read_gb_s * 1e9 / bytes_step;
     // Prefill flops per prompt token: every weight but the LM head for each token, the head for the last
     // row of each prompt only (the prefill's logits).
@@ -298,12 +331,21 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
                                2.0 * tc.head_macs / static_cast<double>(P);
     const double prefill_ceiling = lim.fma_gflop_s * 1e9 / flops_token;
 
+    const double beside_read = median(beside), beside_frac = median(decode_beside);
     if (args->has("profile")) {
         std::FILE* out = args->has("json") ? stderr : stdout;
+        const kernels::Roofline peaks{mean(census_read), mean(census_fma), mean(census_vnni)};
+        std::fprintf(
+            out,
+            "census peaks, read beside its cycles (the mean of %zu readings, before the first and after "
+            "each): read %.1f GB/s, FP32 FMA %.1f GFLOP/s, int8 VNNI %.0f GOP/s (the probe at the end "
+            "of the run: %.1f, %.1f, %.0f)\n",
+            census_read.size(), peaks.read_gb_s, peaks.gflop_s, peaks.int8_gop_s, lim.read_gb_s,
+            lim.fma_gflop_s, lim.vnni_gop_s);
         kernels::print_profile(
-            out, census.prefill, {lim.read_gb_s, lim.fma_gflop_s, lim.vnni_gop_s},
+            out, census.prefill, peaks,
             ("prefill of " + std::to_string(B) + " x " + std::to_string(P) + " tokens").c_str());
-        kernels::print_profile(out, census.decode, {lim.read_gb_s, lim.fma_gflop_s, lim.vnni_gop_s},
+        kernels::print_profile(out, census.decode, peaks,
                                (std::to_string(N) + " decode steps of batch " + std::to_string(B)).c_str());
     }
     if (args->has("json")) {
@@ -318,13 +360,14 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
             "\"prefill_fraction_of_roofline\": %.4f, \"ranks\": %d, \"layout\": \"%s\", "
             "\"decode_bytes_sent_per_step_rank0\": %.0f, \"prefill_bytes_sent_rank0\": %.0f, "
             "\"peak_rss_mib_rank0\": %.1f, \"load_s\": %.3f, \"rss_after_load_mib\": %.1f, "
-            "\"rss_anon_after_load_mib\": %.1f, \"rss_file_after_load_mib\": %.1f}\n",
+            "\"rss_anon_after_load_mib\": %.1f, \"rss_file_after_load_mib\": %.1f, "
+            "\"read_beside_gb_s\": %.3f, \"decode_fraction_beside\": %.4f}\n",
             args->get("model")->c_str(), P, N, B, T, R, prefill_tps, decode_tps, lim.read_gb_s,
             lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, lim.isa.c_str(),
             kernels::cpu::isa_name(kernels::cpu::active_isa()), bytes_token, bytes_step, decode_ceiling,
             decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling, ranks,
             layout.c_str(), median(sent_per_step), median(prefill_sent), peak_rss_mib(), load_s,
-            loaded_rss.total, loaded_rss.anon, loaded_rss.file);
+            loaded_rss.total, loaded_rss.anon, loaded_rss.file, beside_read, beside_frac);
         return 0;
     }
     std::printf("model %s: %lld layers, hidden %lld, %lld experts top-%lld; resident weights %.1f MB\n",
@@ -353,6 +396,13 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
         prefill_tps, prefill_ceiling, flops_token / 1e9, 100.0 * prefill_tps / prefill_ceiling);
     std::printf("decode:  %.2f tok/s  (bandwidth roofline %.1f tok/s: %.1f%%)\n", decode_tps, decode_ceiling,
                 100.0 * decode_tps / decode_ceiling);
+    std::string readings, fractions;
+    for (double v : beside) readings += (readings.empty() ? "" : ", ") + fmt1(v);
+    for (double v : decode_beside) fractions += (fractions.empty() ? "" : ", ") + fmt1(100.0 * v);
+    std::printf(
+        "decode beside the read: %.1f%% of the read measured before and after each repeat (median of %lld: "
+        "%s%%; the readings, GB/s: %s)\n",
+        100.0 * beside_frac, R, fractions.c_str(), readings.c_str());
     if (par.active())
         std::printf(
             "parallel: %d ranks, %s; rank 0 sent %.0f bytes over MPI per decode step, %.0f in the prefill "
