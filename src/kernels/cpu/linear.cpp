@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/linear_kernels.h"
+#include "kernels/cpu/work_split.h"
 
 namespace deepinfer::kernels::cpu {
 namespace {
@@ -103,36 +104,17 @@ void guided_chunks(core::ThreadPool* pool, int64_t groups, int64_t align, int64_
     pool->parallel_for(threads, std::ref(run)); // std::ref: the std::function holds a pointer, no allocation
 }
 
-// GEMV row groups (4 rows each) in guided chunks instead of one fixed half per thread: the caller starts at
-// once while the worker is still waking from its condition variable, a slower or descheduled vCPU takes
-// fewer chunks, and the last chunks are 1/128 of the call (at least one `row_group_align`), so both cores
-// stream until the call's last row. Each chunk is whole FP8 row blocks where the weight has them (its
-// scales are folded into the activations once per block and chunk). Every row is computed by the same
-// tile code whatever the split, so the results do not depend on it.
-template <class Fn>
-void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, int64_t groups, const Fn& fn) {
-    if (serial) {
-        fn(0, groups);
-        return;
-    }
-    const int64_t threads = pool->num_threads();
-    const int64_t align = row_group_align(*a.w, groups, threads);
-    const int64_t tail = (groups + 64 * threads - 1) / (64 * threads);
-    guided_chunks(pool, groups, align, std::max(align, (tail + align - 1) / align * align), fn);
-}
-
-// for_row_groups over several matmuls at once (matmul_multi): one parallel loop instead of one per weight,
-// so the pool is handed work once, the threads meet once at the end instead of after every weight (the
-// tail where one core waits), and a thread that finishes one weight's chunk goes straight on to the next
-// weight's. Each weight is cut into chunks as for_row_groups cuts one weight (whole `row_group_align`
-// multiples; the chunk size from all the weights' groups together), the chunks of all the weights handed
-// out in order from one shared counter. fn(i, b, e): groups [b, e) of args[i]. Every row is computed by
-// the same tile code as in a matmul of its own, so the results do not depend on the grouping.
+// The 4-row groups of one or more matmuls (matmul_multi: one parallel loop instead of one per weight, so the
+// threads meet once at the end, not after every weight) cut into items, each weight on its own: whole
+// `row_group_align` multiples of at least 1 / (64 x threads) of all the groups, so a thread that finished
+// its share waits at most that long for the other. Each item is whole FP8 row blocks where the weight has
+// them (its scales are folded into the activations once per block and item). Items go out as
+// owner_first_items (work_split.h) hands them. fn(i, b, e): groups [b, e) of args[i].
 template <class Fn>
 void for_row_groups_multi(std::span<const MatmulArgs> args, core::ThreadPool* pool, bool serial,
                           const Fn& fn) {
     const int count = static_cast<int>(args.size());
-    std::array<int64_t, kMaxMultiMatmuls> groups{}, chunk{}, first{}; // first: weight i's first chunk index
+    std::array<int64_t, kMaxMultiMatmuls> groups{}, chunk{}, first{}; // first: weight i's first item
     int64_t total = 0;
     for (int i = 0; i < count; ++i) {
         groups[i] = (args[i].row_end - args[i].row_begin + 3) / 4;
@@ -142,7 +124,7 @@ void for_row_groups_multi(std::span<const MatmulArgs> args, core::ThreadPool* po
         for (int i = 0; i < count; ++i) fn(i, int64_t{0}, groups[i]);
         return;
     }
-    const int64_t threads = pool->num_threads(), base = (total + 8 * threads - 1) / (8 * threads);
+    const int64_t threads = pool->num_threads(), base = (total + 64 * threads - 1) / (64 * threads);
     int64_t items = 0;
     for (int i = 0; i < count; ++i) {
         const int64_t align = row_group_align(*args[i].w, groups[i], threads);
@@ -150,17 +132,19 @@ void for_row_groups_multi(std::span<const MatmulArgs> args, core::ThreadPool* po
         first[i] = items;
         items += (groups[i] + chunk[i] - 1) / chunk[i];
     }
-    std::atomic<int64_t> next{0};
-    auto run = [&](int64_t, int64_t) {
-        int i = 0; // chunk indices only grow on a thread, so the weight index does too
-        for (int64_t k = next.fetch_add(1, std::memory_order_relaxed); k < items;
-             k = next.fetch_add(1, std::memory_order_relaxed)) {
-            while (i + 1 < count && first[i + 1] <= k) ++i;
-            const int64_t b = (k - first[i]) * chunk[i];
-            fn(i, b, std::min(b + chunk[i], groups[i]));
-        }
-    };
-    pool->parallel_for(threads, std::ref(run));
+    owner_first_items(pool, items, [&](int64_t k, int64_t) {
+        int i = 0;
+        while (i + 1 < count && first[i + 1] <= k) ++i;
+        const int64_t b = (k - first[i]) * chunk[i];
+        fn(i, b, std::min(b + chunk[i], groups[i]));
+    });
+}
+
+// One matmul's row groups, as for_row_groups_multi cuts them. fn(b, e).
+template <class Fn>
+void for_row_groups(const MatmulArgs& a, core::ThreadPool* pool, bool serial, const Fn& fn) {
+    for_row_groups_multi(std::span<const MatmulArgs>(&a, 1), pool, serial,
+                         [&](int, int64_t b, int64_t e) { fn(b, e); });
 }
 
 // Per-thread scratch, grown on first use and kept (a steady-state step allocates nothing).
@@ -299,7 +283,6 @@ void gemv_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     if (buf.size() < need) buf.resize(need);
     auto* xb = reinterpret_cast<uint16_t*>(buf.data());
     if (w.format == core::WeightFormat::kBF16) k.convert(a, xb);
-    const int64_t groups = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) {
         uint16_t* fold = nullptr;
         if (w.format == core::WeightFormat::kFp8Block) {
@@ -309,7 +292,7 @@ void gemv_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
         }
         k.gemv(a, b * 4, std::min(e * 4, rows), xb, fold);
     };
-    for_row_groups(a, pool, serial, groups, body);
+    for_row_groups(a, pool, serial, body);
 }
 
 // kFast decode: the int8 GEMV (activations quantized once, rows split over the pool in groups of 4);
@@ -326,9 +309,8 @@ void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     auto* corr = reinterpret_cast<int32_t*>(buf.data() + a.n * w.cols / 4);
     float* xs = buf.data() + a.n * w.cols / 4 + a.n * nb * 16;
     q.quantize_gemv(a, xq, corr, xs);
-    const int64_t groups = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) { q.gemv(a, b * 4, std::min(e * 4, rows), xq, corr, xs); };
-    for_row_groups(a, pool, serial, groups, body);
+    for_row_groups(a, pool, serial, body);
 }
 
 // Output rows of an int8 GEMM over the pool: guided chunks of whole 48-row panels (kQRowTile; at least
@@ -414,14 +396,13 @@ void gemv_f32(const MatmulArgs& a, const detail::KernelTable& k, core::ThreadPoo
     std::vector<float>& buf = scratch(0);
     if (buf.size() < static_cast<size_t>(a.n * w.cols)) buf.resize(static_cast<size_t>(a.n * w.cols));
     const float* xprep = k.prep(a, buf.data()) ? buf.data() : nullptr;
-    const int64_t groups = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) {
         std::vector<float>& fold = scratch(2);
         if (fold.size() < static_cast<size_t>(a.n * w.cols)) fold.resize(static_cast<size_t>(a.n * w.cols));
         const bool ok = k.gemv(a, b * 4, std::min(e * 4, rows), xprep, fold.data());
         DI_CHECK(ok) << "GEMV refused a layout the table's fits accepted";
     };
-    for_row_groups(a, pool, serial, groups, body);
+    for_row_groups(a, pool, serial, body);
 }
 
 // The F32 GEMM (every format): activations transposed once to xt [cols, n_pad] (tokens contiguous, zero

@@ -11,6 +11,8 @@
 //   the pool's work items, each run on one thread (a serial matmul), so a batch-32 step's ~33 experts cost
 //   four pool dispatches per layer (gather, W1/W3 + SwiGLU, W2, weighted sum) instead of ~200, and no
 //   thread waits at the end of each small matmul.
+//   In decode (T <= kGemvMaxTokens) the jobs go out owner first (work_split.h): each thread's jobs are a
+//   contiguous run of rows, continuing its own streams.
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/work_split.h"
 #include "kernels/moe_plan.h"
 
 namespace deepinfer::kernels::cpu {
@@ -156,9 +159,18 @@ struct Job {
 // a thread may run none in one step and all in the next), so every thread of the pool first has its matmul
 // scratch sized for any of them (up to `rows` tokens, `cols` columns): a steady-state step allocates
 // nothing.
+// With `streaming` (decode: every matmul a GEMV, bound by the weights' bytes) the jobs go out as
+// owner_first_items hands them, each thread taking a contiguous share first: a job's matmuls continue the
+// rows its previous job ended at, whose first lines the GEMV's next-tile prefetch has already fetched into
+// this core's L2, where a job from the counter in turn went to the other core as often as not. Prefill
+// (GEMMs, compute-bound) keeps the counter in the plan's order: groups with the most rows first.
 template <typename Fn>
-void run_jobs(core::ThreadPool* pool, int64_t n, int64_t rows, int64_t cols, const Fn& fn) {
+void run_jobs(core::ThreadPool* pool, int64_t n, int64_t rows, int64_t cols, bool streaming, const Fn& fn) {
     reserve_pool_scratch(pool, rows, cols);
+    if (streaming) {
+        owner_first_items(pool, n, fn);
+        return;
+    }
     std::atomic<int64_t> next{0};
     auto body = [&](int64_t b, int64_t e) {
         for (int64_t th = b; th < e; ++th) // one index per thread: th is the thread's own
@@ -275,7 +287,9 @@ bool moe_expert_split(const MoeExpertsParams& p, const LinearHook& linear, Works
     });
     const float limit = p.swiglu_limit;
     const SwigluFn act = swiglu_for_isa();
-    run_jobs(pool, plan(false), T, std::max(D, I), [&](int64_t j, int64_t th) {
+    // Decode (every group a GEMV): each thread's jobs in a contiguous share (run_jobs).
+    const bool streaming = T <= kGemvMaxTokens;
+    run_jobs(pool, plan(false), T, std::max(D, I), streaming, [&](int64_t j, int64_t th) {
         const Job job = jobs[j];
         const ExpertRef& ex = expert(job.g);
         const int64_t n = off[job.g + 1] - off[job.g], c = job.r1 - job.r0;
@@ -285,7 +299,7 @@ bool moe_expert_split(const MoeExpertsParams& p, const LinearHook& linear, Works
         matmul(xe + off[job.g] * D, n, D, *ex.w3, job.r0, job.r1, u, c);
         for (int64_t i = 0; i < n; ++i) act(g + i * I, u + i * c, c, limit);
     });
-    run_jobs(pool, plan(true), T, std::max(D, I), [&](int64_t j, int64_t) {
+    run_jobs(pool, plan(true), T, std::max(D, I), streaming, [&](int64_t j, int64_t) {
         const Job job = jobs[j];
         const int64_t n = off[job.g + 1] - off[job.g];
         matmul(gb + off[job.g] * I, n, I, *expert(job.g).w2, job.r0, job.r1, ye + off[job.g] * D + job.r0, D);
