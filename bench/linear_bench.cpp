@@ -2,9 +2,9 @@
 // x shape x token count x numerics, as ratios to the streaming-read bandwidth and FP32 FMA peak measured in
 // the same run (cli/bench_machine, the probe `deepinfer bench` uses; fast mode against the int8 VNNI peak).
 // Decode cases stream a weight set far larger than the last-level cache; prefill cases reuse one weight
-// across many tokens.
+// across many tokens. --only hot: the GEMVs' compute ceiling, one thread over a weight that stays in L2.
 //
-//   linear_bench [--threads 2] [--mb 512] [--isa avx512|avx2|ref] [--reps 5] [--only decode|prefill]
+//   linear_bench [--threads 2] [--mb 512] [--isa avx512|avx2|ref] [--reps 5] [--only decode|prefill|hot]
 //                [--cols 4096]   (the reduction dim: 1024 = bench-small's short 2 KiB BF16 rows)
 //                [--format bf16|fp8_128|fp4_g32|f32]   (one weight format only)
 
@@ -138,6 +138,48 @@ int main(int argc, char** argv) {
         "KiB pages %.1f), FP32 FMA %.1f GFLOP/s, int8 VNNI %.0f GOP/s\n",
         lim.isa.c_str(), threads, lim.read_gb_s, lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s,
         lim.vnni_gop_s);
+    if (only == "hot") {
+        // The GEMVs' compute ceiling: one thread, a weight of ~256 KiB (it stays in that core's L2) run
+        // kHotCalls times per rep, so the rate is what the kernel's instructions allow, not the memory's.
+        // threads x that rate is the most a decode over these weights could stream on this machine's cores;
+        // where it lies below the read probe, the decode is compute-bound.
+        core::ThreadPool one(1);
+        constexpr int kHotCalls = 200;
+        std::printf("%-7s %-8s %-13s %5s %-5s %12s %16s %7s\n", "isa", "format", "shape", "n", "mode",
+                    "GB/s a core", "x threads GB/s", "%read");
+        for (const Format& f : formats) {
+            if (!format.empty() && format != f.name) continue;
+            const int64_t rows = std::max<int64_t>(
+                64, static_cast<int64_t>((256 << 10) / (f.bytes_per_weight * cols)) / 64 * 64);
+            const core::Weight w = make(f, rows, cols, data.data(), scale.data());
+            for (int64_t n : {1, 4}) {
+                for (auto isa : isas)
+                    for (auto num : {kernels::Numerics::kExact, kernels::Numerics::kFast}) {
+                        if (num == kernels::Numerics::kFast && isa != kernels::cpu::Isa::kAvx512) continue;
+                        kernels::MatmulArgs a = kernels::linear_args(x.data(), n, w, y.data());
+                        a.pool = &one;
+                        a.numerics = num;
+                        std::vector<double> t;
+                        for (int r = 0; r <= reps; ++r) { // the first rep warms up
+                            const auto t0 = Clock::now();
+                            for (int c = 0; c < kHotCalls; ++c) kernels::cpu::matmul_isa(a, isa);
+                            if (r > 0) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+                        }
+                        const double gbs =
+                            kHotCalls * static_cast<double>(w.stored_bytes()) / median(t) / 1e9;
+                        char shape[48];
+                        std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(rows),
+                                      static_cast<long long>(cols));
+                        std::printf("%-7s %-8s %-13s %5lld %-5s %12.1f %16.1f %6.1f%%\n",
+                                    kernels::cpu::isa_name(isa), f.name, shape, static_cast<long long>(n),
+                                    num == kernels::Numerics::kFast ? "fast" : "exact", gbs, gbs * threads,
+                                    100.0 * gbs * threads / lim.read_gb_s);
+                        std::fflush(stdout);
+                    }
+            }
+        }
+        return 0;
+    }
     // ISAs interleaved rep by rep, and for decode a streaming read of the very same weight bytes (4 streams
     // per thread, like the GEMV) in the same rep: on a shared machine the ratios stay fair.
     std::printf("%-7s %-8s %-13s %5s %-5s %8s %8s %7s %9s %7s %10s\n", "isa", "format", "shape", "n", "mode",
