@@ -23,9 +23,9 @@ namespace deepinfer::kernels::cpu {
 //
 // Before, one counter handed out chunks in turn (guided: shrinking, each thread's chunks interleaved with
 // the other's). On the 2-vCPU Zen 4, a BF16 GEMV of 1024 columns called weight after weight (1 MiB each, 512
-// rows) streamed 26.3 / 27.4 GB/s that way and 27.7 / 27.5 this way, interleaved; each thread taking a fixed
-// half, the bound this split keeps while it can still rebalance, streamed 27.6-28.7 against the counter's
-// 26.4-27.6, and 40.7 against 30.9 in a phase where the machine read 47 GB/s (docs/benchmarks.md, session
+// rows) streamed 23.9, 26.3, 27.4 GB/s that way and 32.1, 27.7, 27.5 this way, interleaved; each thread
+// taking a fixed half, the bound this split keeps while it can still rebalance, streamed 27.6-28.7 against
+// the counter's 26.4-27.6, and 40.7 against 30.9 in the machine's faster state (docs/benchmarks.md, session
 // 15).
 constexpr int64_t kMaxShares = 64; // pools with more threads fall back to one shared counter
 template <class Fn> void owner_first_items(core::ThreadPool* pool, int64_t items, const Fn& fn) {
