@@ -190,7 +190,7 @@ struct ReadProbe::Impl {
     }
 };
 
-ReadProbe::ReadProbe(int threads, size_t buffer_bytes) : impl_(new Impl) {
+ReadProbe::ReadProbe(int threads, size_t buffer_bytes) : impl_(std::make_unique<Impl>()) {
     Impl& m = *impl_;
     m.avx512 = __builtin_cpu_supports("avx512f");
     m.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -218,7 +218,6 @@ ReadProbe::ReadProbe(int threads, size_t buffer_bytes) : impl_(new Impl) {
 
 ReadProbe::~ReadProbe() {
     for (float v : impl_->sinks) g_sink = g_sink + v;
-    delete impl_;
 }
 
 size_t ReadProbe::buffer_bytes() const {
@@ -272,11 +271,15 @@ ComputePeaks measure_compute(int threads, int passes, int64_t iters) {
 }
 
 MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes) {
+    ReadProbe probe(threads, buffer_bytes);
+    return measure_machine(probe, threads, passes);
+}
+
+MachineLimits measure_machine(ReadProbe& probe, int threads, int passes) {
     MachineLimits out;
     const bool avx512 = __builtin_cpu_supports("avx512f");
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     out.isa = avx512 ? "avx512" : avx2 ? "avx2" : "scalar";
-    ReadProbe probe(threads, buffer_bytes);
     out.buffer_bytes = probe.buffer_bytes();
     const ReadProbe::Reading r = probe.measure_all(passes);
     out.read_gb_s = r.best;

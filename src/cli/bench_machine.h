@@ -7,6 +7,7 @@
 // probe, like a mapped checkpoint) are kept for comparison.
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace deepinfer::cli {
@@ -43,8 +44,11 @@ public:
 
 private:
     struct Impl;
-    Impl* impl_;
+    std::unique_ptr<Impl> impl_;
 };
+
+// measure_machine over an existing probe's buffer (no second buffer while the first is alive).
+MachineLimits measure_machine(ReadProbe& probe, int threads, int passes);
 
 // The FP32 FMA and int8 VNNI peaks alone (GFLOP/s, GOP/s; VNNI 0 without AVX512-VNNI), `iters` chain steps
 // per thread and pass (the scalar fallback a quarter of them), each the median of `passes` after one

@@ -301,9 +301,8 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     const std::string layout = par.active() ? par.layout().to_string() : std::string("1 process");
     const double prefill_tps = median(prefill), decode_tps = median(decode);
     // The census sums R profiled cycles (one prefill forward each: a single one swung by +-30% from run to
-    // run on a shared 2-vCPU machine).
-    // The census is set against peaks read beside its cycles too: all three before the first profiled
-    // cycle and after each, averaged.
+    // run on a shared 2-vCPU machine), set against peaks read beside them: all three before the first
+    // profiled cycle and after each, averaged.
     CycleProfile census;
     std::vector<double> census_read, census_fma, census_vnni;
     auto census_peaks = [&] {
@@ -323,7 +322,7 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
         }
     }
 
-    const MachineLimits lim = measure_machine(static_cast<int>(T), static_cast<size_t>(bw_mb) << 20, 5);
+    const MachineLimits lim = measure_machine(probe, static_cast<int>(T), 5);
     const double decode_ceiling = static_cast<double>(B) * lim.read_gb_s * 1e9 / bytes_step;
     // Prefill flops per prompt token: every weight but the LM head for each token, the head for the last
     // row of each prompt only (the prefill's logits).
