@@ -519,6 +519,28 @@ QuantizedActs quantize_by_definition(const std::vector<float>& x, int64_t n, int
     return q;
 }
 
+// One call of an emulated GEMM kernel: output rows [rows / 3, rows) of a rows x cols weight for n tokens, one
+// guard column past each output row (ldy = out + 1), normal activations quantized by the definition.
+struct EmulatedCall {
+    int64_t ldx, r0, r1, out, ldy, n_pad;
+    std::vector<float> x;
+    QuantizedActs q;
+};
+EmulatedCall emulated_call(int64_t rows, int64_t cols, int64_t n, std::mt19937& rng,
+                           std::normal_distribution<float>& nd) {
+    EmulatedCall e;
+    e.ldx = cols;
+    e.r0 = rows / 3;
+    e.r1 = rows;
+    e.out = e.r1 - e.r0;
+    e.ldy = e.out + 1;
+    e.n_pad = (n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
+    e.x.resize(n * e.ldx);
+    for (float& v : e.x) v = nd(rng);
+    e.q = quantize_by_definition(e.x, n, e.ldx, cols, e.n_pad);
+    return e;
+}
+
 // The kernels' quantize (emulated build, and the real one where the CPU has VNNI + VBMI) writes exactly the
 // definition's bytes, scales and seeds, for token counts with padding and for a range of 8-token groups.
 TEST(GemmInt8Emulated, QuantizeMatchesTheDefinition) {
@@ -603,12 +625,8 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
             }
         }
         const core::Weight& w = s.w;
-        const int64_t ldx = c.cols, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;
-        const int64_t n_pad =
-            (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
-        std::vector<float> x(c.n * ldx);
-        for (float& v : x) v = nd(rng);
-        const QuantizedActs q = quantize_by_definition(x, c.n, ldx, c.cols, n_pad);
+        const EmulatedCall e = emulated_call(c.rows, c.cols, c.n, rng, nd);
+        const auto& [ldx, r0, r1, out, ldy, n_pad, x, q] = e;
         const std::vector<int8_t>& xq = q.xq;
         std::vector<double> want(c.n * out, 0.0);
         if (c.fp4) {
@@ -663,12 +681,8 @@ TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
     for (const Case& c : {Case{50, 256, 24}, Case{97, 512, 9}, Case{19, 384, 72}, Case{48, 1024, 128}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
         const Bf16Weight s = random_bf16(c.rows, c.cols, &rng);
-        const int64_t ldx = c.cols, r0 = c.rows / 3, r1 = c.rows, out = r1 - r0, ldy = out + 1;
-        const int64_t n_pad =
-            (c.n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
-        std::vector<float> x(c.n * ldx);
-        for (float& v : x) v = nd(rng);
-        const QuantizedActs q = quantize_by_definition(x, c.n, ldx, c.cols, n_pad);
+        const EmulatedCall e = emulated_call(c.rows, c.cols, c.n, rng, nd);
+        const auto& [ldx, r0, r1, out, ldy, n_pad, x, q] = e;
         const std::vector<int8_t>& xq = q.xq;
         const std::vector<double> want = emulate_bf16(s, x, c.n, ldx, r0, r1);
         std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));

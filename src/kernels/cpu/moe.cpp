@@ -167,18 +167,7 @@ struct Job {
 template <typename Fn>
 void run_jobs(core::ThreadPool* pool, int64_t n, int64_t rows, int64_t cols, bool streaming, const Fn& fn) {
     reserve_pool_scratch(pool, rows, cols);
-    if (streaming) {
-        owner_first_items(pool, n, fn);
-        return;
-    }
-    std::atomic<int64_t> next{0};
-    auto body = [&](int64_t b, int64_t e) {
-        for (int64_t th = b; th < e; ++th) // one index per thread: th is the thread's own
-            for (int64_t j = next.fetch_add(1, std::memory_order_relaxed); j < n;
-                 j = next.fetch_add(1, std::memory_order_relaxed))
-                fn(j, th);
-    };
-    pool->parallel_for(pool->num_threads(), std::ref(body));
+    streaming ? owner_first_items(pool, n, fn) : counter_items(pool, n, fn);
 }
 
 constexpr int64_t kMaxJobsPerGroup = 32;

@@ -28,16 +28,25 @@ namespace deepinfer::kernels::cpu {
 // the counter's 26.4-27.6, and 40.7 against 30.9 in the machine's faster state (docs/benchmarks.md, session
 // 15).
 constexpr int64_t kMaxShares = 64; // pools with more threads fall back to one shared counter
+
+// Items [0, items) from one shared counter, in order, each to whichever thread asks next: fn(k, slot) as
+// owner_first_items calls it. For compute-bound items handed out largest first (the MoE expert split's
+// prefill jobs), where the order, not the memory streams, keeps the threads' finishing times together.
+template <class Fn> void counter_items(core::ThreadPool* pool, int64_t items, const Fn& fn) {
+    std::atomic<int64_t> next{0};
+    auto run = [&](int64_t b, int64_t e) {
+        for (int64_t slot = b; slot < e; ++slot) // one chunk of [0, threads) per thread: its slot
+            for (int64_t k = next.fetch_add(1, std::memory_order_relaxed); k < items;
+                 k = next.fetch_add(1, std::memory_order_relaxed))
+                fn(k, slot);
+    };
+    pool->parallel_for(pool->num_threads(), std::ref(run));
+}
+
 template <class Fn> void owner_first_items(core::ThreadPool* pool, int64_t items, const Fn& fn) {
     const int64_t threads = pool->num_threads();
     if (threads > kMaxShares) {
-        std::atomic<int64_t> next{0};
-        auto run = [&](int64_t b, int64_t) { // b: this thread's chunk of [0, threads), its slot
-            for (int64_t k = next.fetch_add(1, std::memory_order_relaxed); k < items;
-                 k = next.fetch_add(1, std::memory_order_relaxed))
-                fn(k, b);
-        };
-        pool->parallel_for(threads, std::ref(run));
+        counter_items(pool, items, fn);
         return;
     }
     // share[p]: [front : 32 | back : 32], the items [front, back) of share p nobody has taken yet.
