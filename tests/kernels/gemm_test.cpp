@@ -668,6 +668,62 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
     }
 }
 
+// The AMX table (FP8 and BF16 through tiles) against the VNNI one, bit for bit: the same activations in one
+// buffer laid out as matmul_int8's (xq, xs, seeds: the tile loads of a last group of fewer than 16 tokens
+// read up to 32 bytes past xq's end, into xs), row counts that are not multiples of 16 and ranges inside the
+// weight, token counts of a partial 16 (8 mod 16) and of an odd number of 16s, 256-column FP8 blocks. The
+// scratch is dirtied first so stale panel rows past a range's end would show.
+TEST(GemmInt8Amx, Fp8AndBf16MatchVnniBitForBit) {
+    if (!cpu::amx_supported()) GTEST_SKIP() << "no AMX (or DEEPINFER_AMX=0)";
+    const cpu::detail::GemmQTable vnni = cpu::detail::avx512_vnni_gemm_table();
+    const cpu::detail::GemmQTable amx = cpu::detail::avx512_amx_gemm_table();
+    std::mt19937 rng(31);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    struct Case {
+        int64_t rows, cols;
+        int bc;
+        int64_t n;
+    };
+    int64_t checked = 0;
+    for (const Case& c :
+         {Case{7, 128, 128, 16}, Case{50, 256, 128, 24}, Case{130, 512, 256, 33}, Case{97, 384, 128, 48},
+          Case{61, 1024, 128, 72}, Case{48, 256, 128, 9}, Case{19, 128, 128, 128}, Case{200, 256, 128, 1}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
+        const Fp8Weight f8 = random_fp8(c.rows, c.cols, c.bc, &rng);
+        const Bf16Weight b16 = random_bf16(c.rows, c.cols, &rng);
+        const int64_t ldx = c.cols + 3, r0 = c.rows / 3, out = c.rows - r0, ldy = out + 1;
+        const int64_t n_pad = (c.n + 7) / 8 * 8, nkb = c.cols / 128;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> buf(static_cast<size_t>(cpu::detail::gemm_q8_act_floats(n_pad, c.cols)));
+        auto* xq = reinterpret_cast<int8_t*>(buf.data());
+        float* xs = buf.data() + c.cols * n_pad / 4;
+        auto* seed = reinterpret_cast<int32_t*>(xs + nkb * n_pad);
+        for (const core::Weight* w : {&f8.w, &b16.w}) {
+            MatmulArgs a{x.data(), c.n, ldx, w, r0, c.rows, nullptr, ldy, nullptr, Numerics::kFast};
+            vnni.quantize(a, 0, n_pad, n_pad, xq, xs, seed);
+            const bool fp8 = w == &f8.w;
+            std::vector<float> y_vnni(c.n * ldy, -7.0f), y_amx(c.n * ldy, -7.0f);
+            std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad), 3.0f);
+            a.y = y_vnni.data();
+            (fp8 ? vnni.fp8 : vnni.bf16)(a, 0, out, xq, xs, seed, n_pad, scratch.data());
+            std::fill(scratch.begin(), scratch.end(), 5.0f);
+            a.y = y_amx.data();
+            (fp8 ? amx.fp8 : amx.bf16)(a, 0, out, xq, xs, seed, n_pad, scratch.data());
+            EXPECT_EQ(std::memcmp(y_vnni.data(), y_amx.data(), y_vnni.size() * sizeof(float)), 0)
+                << (fp8 ? "fp8" : "bf16");
+            int64_t nonzero = 0;
+            for (int64_t i = 0; i < c.n; ++i) {
+                EXPECT_EQ(y_amx[i * ldy + out], -7.0f) << "guard column written, token " << i;
+                for (int64_t r = 0; r < out; ++r) nonzero += y_amx[i * ldy + r] != 0.0f;
+            }
+            EXPECT_GT(nonzero, c.n * out / 2); // a real product, not two equal fills
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 16);
+}
+
 // The BF16 GEMM likewise: the emulated kernel against emulate_bf16, and bit for bit against the real
 // instructions where the CPU has them.
 TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {

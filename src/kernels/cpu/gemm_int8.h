@@ -51,6 +51,10 @@ struct GemmQTable {
     GemmQ8Fn bf16 = nullptr;
 };
 GemmQTable avx512_vnni_gemm_table();
+// The same with FP8 and BF16 through AMX tiles (tdpbusd) instead of vpdpbusd: bit-identical results (the
+// same int32 sums, the same float epilogue); FP4 and the quantization are the VNNI table's. Only where
+// amx_supported() (linear.h): the CPU has AMX-TILE and AMX-INT8 and Linux granted the tile state.
+GemmQTable avx512_amx_gemm_table();
 
 // The int8 a FP8 e4m3 code becomes in the fast GEMM when its row's 128-column block has largest magnitude
 // code `max_code` (both 0..255; sign in bit 7), and the step that int8 counts in units of 2^-9 (times the

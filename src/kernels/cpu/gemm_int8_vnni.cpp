@@ -467,9 +467,88 @@ void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const
     }
 }
 
+#ifndef DEEPINFER_GEMM_INT8_EMULATED
+// AMX (Intel's tile unit: tdpbusd multiplies a 16 x 64 u8 tile by a 64 x 16 s8 tile into 16 x 16 int32 in
+// ~16 cycles, 8x the products of a zmm vpdpbusd per instruction). The G == 1 block of a panel in column
+// order (FP8, BF16): A = 16 panel rows x 64 columns (the u8 weights, row stride 128), B = 16 dword rows (4
+// columns each) x 16 tokens of xq (its [cols / 4, n_pad, 4] layout is AMX's B layout as it stands, row
+// stride n_pad x 4), C = 16 rows x 16 tokens. Two tdpbusd per 128 columns, then the same epilogue as
+// micro's: the int32 sum plus the token's seed, converted, times scale x xs, added to ct. Every int32 sum is
+// the VNNI kernel's (integer sums are exact in any order) and the float operations are the same, so the
+// results are bit-identical to it. Tiles: 0-1 C, 2-3 A (the two 64-column halves), 4-7 B (2 token groups x
+// 2 halves). Reads past the panel's `rows` (stale panel rows, up to kQRowTile) and past the last token of
+// n_pad (the next xq row, or xs after the last) are never stored.
+struct alignas(64) TileConfig {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+static_assert(kQRowTile % 16 == 0, "AMX reads whole 16-row tiles of the panel");
+
+void amx_configure() {
+    TileConfig c;
+    for (int i = 0; i < 8; ++i) {
+        c.colsb[i] = 64;
+        c.rows[i] = 16;
+    }
+    _tile_loadconfig(&c);
+}
+
+// ct rows [m0, m0 + mr), tokens [i0, i0 + nt) (nt <= 16) += C tile cb (16 x 16 int32) + seeds, scaled.
+inline void amx_epilogue(const int32_t* cb, const Panel& p, int64_t m0, int64_t mr, int64_t nt,
+                         const int32_t* sd, const float* xs, float* ct, int64_t n_pad) {
+    const __mmask16 k = static_cast<__mmask16>((1u << nt) - 1);
+    const __m512i seed = _mm512_maskz_loadu_epi32(k, sd);
+    const __m512 xsv = _mm512_maskz_loadu_ps(k, xs);
+    for (int64_t m = 0; m < mr; ++m) {
+        float* c = ct + (m0 + m) * n_pad;
+        const __m512i acc = _mm512_add_epi32(_mm512_load_si512(cb + m * 16), seed);
+        const __m512 s = _mm512_mul_ps(_mm512_set1_ps(p.scale[(m0 + m) * 4]), xsv);
+        _mm512_mask_storeu_ps(c, k, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, _mm512_maskz_loadu_ps(k, c)));
+    }
+}
+
+// Block kb of the panel (rows rows, column order, one scale per row) for all n_pad tokens.
+void amx_block(const Panel& p, int64_t rows, const int8_t* xqb, const int32_t* sdb, const float* xsb,
+               int64_t n_pad, float* ct) {
+    alignas(64) int32_t cb[2][256];
+    const int64_t stride = n_pad * 4;
+    for (int64_t i0 = 0; i0 < n_pad; i0 += 32) {
+        const int64_t nt0 = min64(16, n_pad - i0), nt1 = min64(16, n_pad - i0 - 16);
+        const int8_t* b = xqb + i0 * 4;
+        _tile_loadd(4, b, stride);
+        _tile_loadd(5, b + 16 * stride, stride);
+        if (nt1 > 0) {
+            _tile_loadd(6, b + 64, stride);
+            _tile_loadd(7, b + 16 * stride + 64, stride);
+        }
+        for (int64_t m0 = 0; m0 < rows; m0 += 16) {
+            const int8_t* a = p.w + m0 * kQBlock;
+            _tile_loadd(2, a, kQBlock);
+            _tile_loadd(3, a + 64, kQBlock);
+            _tile_zero(0);
+            _tile_dpbusd(0, 2, 4);
+            _tile_dpbusd(0, 3, 5);
+            _tile_stored(0, cb[0], 64);
+            if (nt1 > 0) {
+                _tile_zero(1);
+                _tile_dpbusd(1, 2, 6);
+                _tile_dpbusd(1, 3, 7);
+                _tile_stored(1, cb[1], 64);
+            }
+            const int64_t mr = min64(16, rows - m0);
+            amx_epilogue(cb[0], p, m0, mr, nt0, sdb + i0, xsb + i0, ct + i0, n_pad);
+            if (nt1 > 0)
+                amx_epilogue(cb[1], p, m0, mr, nt1, sdb + i0 + 16, xsb + i0 + 16, ct + i0 + 16, n_pad);
+        }
+    }
+}
+#endif
+
 // Blocked: a panel of kQRowTile rows x 128 columns is requantized once and reused by every token; within
 // it, one group of up to 64 tokens (their 8 KiB of activations stay in L1) meets every 6-row microtile.
-template <Src kSrc>
+template <Src kSrc, bool kAmx = false>
 void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const float* xs, const int32_t* seed,
           int64_t n_pad, float* scratch) {
     const core::Weight& w = *a.w;
@@ -483,6 +562,9 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
     const uint8_t* wrow[kQRowTile]; // FP8: each panel row's codes and block-scale row
     const uint8_t* srow[kQRowTile];
     const uint16_t* wrow16[kQRowTile]; // BF16: each panel row's values
+#ifndef DEEPINFER_GEMM_INT8_EMULATED
+    if constexpr (kAmx) amx_configure(); // the tile configuration is per thread
+#endif
     for (int64_t rt = r0; rt < r1; rt += kQRowTile) {
         const int64_t rows = min64(kQRowTile, r1 - rt);
         for (int64_t i = 0; i < rows * n_pad; ++i) ct[i] = 0.0f;
@@ -506,6 +588,13 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
             } else {
                 decode_fp8_panel(t, wrow, srow, kb * kQBlock / w.block_cols, kb, rows, kb + 1 < nkb, p);
             }
+#ifndef DEEPINFER_GEMM_INT8_EMULATED
+            if constexpr (kAmx && !kFp4) {
+                amx_block(p, rows, xq + kb * (kQBlock / 4) * n_pad * 4, seed + (kb * 5 + 4) * n_pad,
+                          xs + kb * n_pad, n_pad, ct);
+                continue;
+            }
+#endif
             for (int64_t i0 = 0; i0 < n_pad; i0 += 64) {
                 const int nv = static_cast<int>(min64(4, (n_pad - i0) / 16));
                 const bool half = n_pad - i0 < 64 && (n_pad - i0) % 16 != 0;
@@ -522,6 +611,9 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
         }
         store_transposed(ct, rows, a.n, n_pad, a.y + rt, a.ldy);
     }
+#ifndef DEEPINFER_GEMM_INT8_EMULATED
+    if constexpr (kAmx) _tile_release();
+#endif
 }
 
 } // namespace
@@ -542,4 +634,12 @@ GemmQTable avx512_vnni_gemm_table() {
     t.bf16 = &gemm_vnni::gemm<gemm_vnni::Src::kBf16>;
     return t;
 }
+#ifndef DEEPINFER_GEMM_INT8_EMULATED
+GemmQTable avx512_amx_gemm_table() {
+    GemmQTable t = avx512_vnni_gemm_table();
+    t.fp8 = &gemm_vnni::gemm<gemm_vnni::Src::kFp8, true>;
+    t.bf16 = &gemm_vnni::gemm<gemm_vnni::Src::kBf16, true>;
+    return t;
+}
+#endif
 } // namespace deepinfer::kernels::cpu::detail

@@ -10,7 +10,12 @@
 #include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <string_view>
 #include <vector>
+
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "core/logging.h"
@@ -211,10 +216,13 @@ bool fast_fits(const MatmulArgs& a, Isa isa) {
 // 2.80 ms at 32; BF16 within noise from 12 to 24), from kGemvMaxTokens + 1 elsewhere.
 bool fast_int8_gemm_counts(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
-    const int64_t min_n = bf16_supported() ? kInt8OverBf16Tokens : kGemvMaxTokens + 1;
+    const int64_t min_n = amx_supported()    ? kAmxMinTokens
+                          : bf16_supported() ? kInt8OverBf16Tokens
+                                             : kGemvMaxTokens + 1;
     return num == Numerics::kFast && isa == Isa::kAvx512 && fp8_int8_supported() && a.n >= min_n;
 }
-static_assert(kInt8OverBf16Tokens > kGemvMaxTokens, "the int8 GEMMs never take GEMV (matmul_multi) counts");
+static_assert(kInt8OverBf16Tokens > kGemvMaxTokens && kAmxMinTokens > kGemvMaxTokens,
+              "the int8 GEMMs never take GEMV (matmul_multi) counts");
 
 // FP8-block weights whose every 128-column activation block lies inside one weight block.
 bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
@@ -331,6 +339,11 @@ void int8_gemm_rows(const MatmulArgs& a, core::ThreadPool* pool, bool serial, in
         body(0, micro_rows);
     else
         guided_chunks(pool, micro_rows, kPanelGroups, 2 * kPanelGroups, body);
+}
+
+// The int8 GEMMs' table: AMX for FP8 and BF16 where amx_supported(), else VNNI.
+detail::GemmQTable int8_gemm_table() {
+    return amx_supported() ? detail::avx512_amx_gemm_table() : detail::avx512_vnni_gemm_table();
 }
 
 // The int8 GEMMs of gemm_int8.h (FP8, FP4 and BF16 weights on VNNI + VBMI) after their own quantization of
@@ -600,12 +613,12 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     // Small problems are not worth waking the pool.
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
     if (fast_fp8_int8_fits(a, isa)) {
-        static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
+        static const detail::GemmQTable g = int8_gemm_table();
         matmul_int8(a, pool, serial, g.fp8);
         return;
     }
     if (fast_bf16_int8_fits(a, isa)) {
-        static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
+        static const detail::GemmQTable g = int8_gemm_table();
         matmul_int8(a, pool, serial, g.bf16);
         return;
     }
@@ -730,6 +743,22 @@ bool int8_gemv_supported() {
 
 bool fp8_int8_supported() {
     return int8_supported() && __builtin_cpu_supports("avx512vbmi");
+}
+
+bool amx_supported() {
+    static const bool yes = [] {
+        if (!fp8_int8_supported()) return false;
+        const char* env = std::getenv("DEEPINFER_AMX");
+        if (env != nullptr && std::string_view(env) == "0") return false;
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+        if (((edx >> 24) & 1) == 0 || ((edx >> 25) & 1) == 0) return false; // AMX-TILE, AMX-INT8
+        // Linux (5.16+) enables the 8 KiB tile state per process on request (ARCH_REQ_XCOMP_PERM for
+        // XFEATURE_XTILEDATA); refused (an older kernel, a hypervisor without it) means no AMX.
+        constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
+        return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+    }();
+    return yes;
 }
 
 bool bf16_supported() {

@@ -50,6 +50,10 @@ bool bf16_supported(); // AVX-512 BF16 (vdpbf16ps): Numerics::kFast for BF16 wei
 // AVX-512 VNNI + VBMI: Numerics::kFast runs FP8-block weights (128-column blocks) and FP4 weights through the
 // int8 GEMMs of gemm_int8.h at GEMM token counts (FP4 without VBMI: linear_avx512_vnni.cpp's GEMM).
 bool fp8_int8_supported();
+// AMX-TILE + AMX-INT8, granted by the kernel, and not switched off by DEEPINFER_AMX=0: those int8 GEMMs run
+// FP8-block and BF16 weights through AMX tiles (bit-identical to VNNI), and take them from
+// kAmxMinTokens tokens.
+bool amx_supported();
 
 // Grows the calling thread's matmul scratch (kept per thread, grown on first use) to what any matmul of up
 // to n tokens and `cols` columns needs, so that later calls on this thread allocate nothing. For threads
@@ -68,5 +72,7 @@ constexpr int64_t kGemvMaxTokens = 8;
 // below it the BF16 GEMV (linear.cpp, fast_fp8_int8_fits, fast_bf16_int8_fits). For BF16 the two are within
 // noise of each other from 12 to 24 tokens (one core, 2048 x 4096, bench/gemm_bench).
 constexpr int64_t kInt8OverBf16Tokens = 28;
+// The same threshold where amx_supported(): the tile GEMM leaves the BF16 GEMV behind from fewer tokens.
+constexpr int64_t kAmxMinTokens = 9;
 
 } // namespace deepinfer::kernels::cpu
