@@ -668,12 +668,12 @@ TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
     }
 }
 
-// The AMX table (FP8 and BF16 through tiles) against the VNNI one, bit for bit: the same activations in one
-// buffer laid out as matmul_int8's (xq, xs, seeds: the tile loads of a last group of fewer than 16 tokens
+// The AMX table (FP8, BF16 and FP4 through tiles) against the VNNI one, bit for bit: the same activations in
+// one buffer laid out as matmul_int8's (xq, xs, seeds: the tile loads of a last group of fewer than 16 tokens
 // read up to 32 bytes past xq's end, into xs), row counts that are not multiples of 16 and ranges inside the
 // weight, token counts of a partial 16 (8 mod 16) and of an odd number of 16s, 256-column FP8 blocks. The
 // scratch is dirtied first so stale panel rows past a range's end would show.
-TEST(GemmInt8Amx, Fp8AndBf16MatchVnniBitForBit) {
+TEST(GemmInt8Amx, Fp8Bf16AndFp4MatchVnniBitForBit) {
     if (!cpu::amx_supported()) GTEST_SKIP() << "no AMX (or DEEPINFER_AMX=0)";
     const cpu::detail::GemmQTable vnni = cpu::detail::avx512_vnni_gemm_table();
     const cpu::detail::GemmQTable amx = cpu::detail::avx512_amx_gemm_table();
@@ -691,6 +691,10 @@ TEST(GemmInt8Amx, Fp8AndBf16MatchVnniBitForBit) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
         const Fp8Weight f8 = random_fp8(c.rows, c.cols, c.bc, &rng);
         const Bf16Weight b16 = random_bf16(c.rows, c.cols, &rng);
+        // FP4 whose group scales fold (the tile kernel) and whose scales often do not (per-group VNNI
+        // microkernel on the AMX variant's column-order panel).
+        const Fp4Weight f4 = random_fp4(c.rows, c.cols, 120, 122, &rng);
+        const Fp4Weight f4_mixed = random_fp4(c.rows, c.cols, 100, 140, &rng);
         const int64_t ldx = c.cols + 3, r0 = c.rows / 3, out = c.rows - r0, ldy = out + 1;
         const int64_t n_pad = (c.n + 7) / 8 * 8, nkb = c.cols / 128;
         std::vector<float> x(c.n * ldx);
@@ -699,19 +703,26 @@ TEST(GemmInt8Amx, Fp8AndBf16MatchVnniBitForBit) {
         auto* xq = reinterpret_cast<int8_t*>(buf.data());
         float* xs = buf.data() + c.cols * n_pad / 4;
         auto* seed = reinterpret_cast<int32_t*>(xs + nkb * n_pad);
-        for (const core::Weight* w : {&f8.w, &b16.w}) {
-            MatmulArgs a{x.data(), c.n, ldx, w, r0, c.rows, nullptr, ldy, nullptr, Numerics::kFast};
+        const struct {
+            const core::Weight* w;
+            cpu::detail::GemmQ8Fn vnni, amx;
+            const char* name;
+        } kinds[] = {{&f8.w, vnni.fp8, amx.fp8, "fp8"},
+                     {&b16.w, vnni.bf16, amx.bf16, "bf16"},
+                     {&f4.w, vnni.fp4, amx.fp4, "fp4 folded"},
+                     {&f4_mixed.w, vnni.fp4, amx.fp4, "fp4 mixed scales"}};
+        for (const auto& k : kinds) {
+            SCOPED_TRACE(k.name);
+            MatmulArgs a{x.data(), c.n, ldx, k.w, r0, c.rows, nullptr, ldy, nullptr, Numerics::kFast};
             vnni.quantize(a, 0, n_pad, n_pad, xq, xs, seed);
-            const bool fp8 = w == &f8.w;
             std::vector<float> y_vnni(c.n * ldy, -7.0f), y_amx(c.n * ldy, -7.0f);
             std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad), 3.0f);
             a.y = y_vnni.data();
-            (fp8 ? vnni.fp8 : vnni.bf16)(a, 0, out, xq, xs, seed, n_pad, scratch.data());
+            k.vnni(a, 0, out, xq, xs, seed, n_pad, scratch.data());
             std::fill(scratch.begin(), scratch.end(), 5.0f);
             a.y = y_amx.data();
-            (fp8 ? amx.fp8 : amx.bf16)(a, 0, out, xq, xs, seed, n_pad, scratch.data());
-            EXPECT_EQ(std::memcmp(y_vnni.data(), y_amx.data(), y_vnni.size() * sizeof(float)), 0)
-                << (fp8 ? "fp8" : "bf16");
+            k.amx(a, 0, out, xq, xs, seed, n_pad, scratch.data());
+            EXPECT_EQ(std::memcmp(y_vnni.data(), y_amx.data(), y_vnni.size() * sizeof(float)), 0);
             int64_t nonzero = 0;
             for (int64_t i = 0; i < c.n; ++i) {
                 EXPECT_EQ(y_amx[i * ldy + out], -7.0f) << "guard column written, token " << i;
@@ -721,7 +732,7 @@ TEST(GemmInt8Amx, Fp8AndBf16MatchVnniBitForBit) {
             ++checked;
         }
     }
-    EXPECT_EQ(checked, 16);
+    EXPECT_EQ(checked, 32);
 }
 
 // The BF16 GEMM likewise: the emulated kernel against emulate_bf16, and bit for bit against the real

@@ -51,9 +51,11 @@ struct GemmQTable {
     GemmQ8Fn bf16 = nullptr;
 };
 GemmQTable avx512_vnni_gemm_table();
-// The same with FP8 and BF16 through AMX tiles (tdpbusd) instead of vpdpbusd: bit-identical results (the
-// same int32 sums, the same float epilogue); FP4 and the quantization are the VNNI table's. Only where
-// amx_supported() (linear.h): the CPU has AMX-TILE and AMX-INT8 and Linux granted the tile state.
+// The same with FP8, BF16 and FP4 (blocks whose group scales folded) through AMX tiles (tdpbusd) instead of
+// vpdpbusd: bit-identical results (the same int32 sums, the same float epilogue); the quantization is the
+// VNNI table's. Only where amx_supported() (linear.h): the CPU has AMX-TILE and AMX-INT8 and Linux granted
+// the tile state. The tile loads of a last group of fewer than 16 tokens read up to 32 bytes past xq's end
+// (never used): xq must be followed by readable memory, as matmul_int8's xs and seeds follow it.
 GemmQTable avx512_amx_gemm_table();
 
 // The int8 a FP8 e4m3 code becomes in the fast GEMM when its row's 128-column block has largest magnitude

@@ -101,6 +101,9 @@ template <bool kFp4Order> constexpr int64_t panel_dword(int64_t q, int j) {
 // rows lie a power-of-two row stride apart (2 KiB at 4096 columns), so their lines fall into two of L1's
 // 64 sets (16 ways between them) and 48 lines prefetched into L1 evicted each other before the decode
 // reached them (docs/kernels.md).
+// kColumnOrder (the AMX kernel's): the two stores' 128-bit lanes exchanged into column order (two vpermt2q),
+// so a tile's 64 bytes are 64 consecutive columns, as xq's rows are.
+template <bool kColumnOrder>
 bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t kb, const Panel& p) {
     const Fp4Tables& t = fp4_tables();
     const int64_t sstride = w.cols / 32, cstride = w.cols / 2; // cols % 128 == 0
@@ -143,8 +146,17 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
         const __m512i b = _mm512_loadu_si512(src);
         const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
         const __m512i qo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
-        _mm512_storeu_si512(pw + m * kQBlock, _mm512_unpacklo_epi8(qe, qo));
-        _mm512_storeu_si512(pw + m * kQBlock + 64, _mm512_unpackhi_epi8(qe, qo));
+        const __m512i u0 = _mm512_unpacklo_epi8(qe, qo), u1 = _mm512_unpackhi_epi8(qe, qo);
+        if constexpr (kColumnOrder) {
+            _mm512_storeu_si512(pw + m * kQBlock, _mm512_permutex2var_epi64(
+                                                      u0, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), u1));
+            _mm512_storeu_si512(
+                pw + m * kQBlock + 64,
+                _mm512_permutex2var_epi64(u0, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), u1));
+        } else {
+            _mm512_storeu_si512(pw + m * kQBlock, u0);
+            _mm512_storeu_si512(pw + m * kQBlock + 64, u1);
+        }
     }
     const uint64_t all = (1ull << rows) - 1; // rows <= kQRowTile = 48
     if (folded == all) {
@@ -582,14 +594,14 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
         for (int64_t kb = 0; kb < nkb; ++kb) {
             bool one_scale = true;
             if constexpr (kFp4) {
-                one_scale = decode_fp4_panel(w, a.row_begin + rt, rows, kb, p);
+                one_scale = decode_fp4_panel<kAmx>(w, a.row_begin + rt, rows, kb, p);
             } else if constexpr (kSrc == Src::kBf16) {
                 decode_bf16_panel(wrow16, kb, rows, kb + 1 < nkb, p);
             } else {
                 decode_fp8_panel(t, wrow, srow, kb * kQBlock / w.block_cols, kb, rows, kb + 1 < nkb, p);
             }
 #ifndef DEEPINFER_GEMM_INT8_EMULATED
-            if constexpr (kAmx && !kFp4) {
+            if (kAmx && one_scale) {
                 amx_block(p, rows, xq + kb * (kQBlock / 4) * n_pad * 4, seed + (kb * 5 + 4) * n_pad,
                           xs + kb * n_pad, n_pad, ct);
                 continue;
@@ -604,8 +616,10 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
                 for (int64_t m0 = 0; m0 < rows; m0 += 6) {
                     const int mr = static_cast<int>(min64(6, rows - m0));
                     float* c = ct + m0 * n_pad + i0;
-                    one_scale ? micro_dispatch<kFp4, 1>(mr, nv, half, p, m0, xqb, sdb, n_pad, xsb, c)
-                              : micro_dispatch<kFp4, 4>(mr, nv, half, p, m0, xqb, sdb, n_pad, xsb, c);
+                    // The AMX variant's FP4 panels are in column order (decode_fp4_panel<true>).
+                    constexpr bool kFp4Order = kFp4 && !kAmx;
+                    one_scale ? micro_dispatch<kFp4Order, 1>(mr, nv, half, p, m0, xqb, sdb, n_pad, xsb, c)
+                              : micro_dispatch<kFp4Order, 4>(mr, nv, half, p, m0, xqb, sdb, n_pad, xsb, c);
                 }
             }
         }
@@ -639,6 +653,7 @@ GemmQTable avx512_amx_gemm_table() {
     GemmQTable t = avx512_vnni_gemm_table();
     t.fp8 = &gemm_vnni::gemm<gemm_vnni::Src::kFp8, true>;
     t.bf16 = &gemm_vnni::gemm<gemm_vnni::Src::kBf16, true>;
+    t.fp4 = &gemm_vnni::gemm<gemm_vnni::Src::kFp4, true>;
     return t;
 }
 #endif

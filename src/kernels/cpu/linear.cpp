@@ -627,8 +627,9 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
         return;
     }
     if (fast_fits(a, isa)) {
-        // The GEMM of gemm_int8.h where the CPU has VBMI, else linear_avx512_vnni.cpp's (VNNI only).
-        static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
+        // The GEMM of gemm_int8.h where the CPU has VBMI (AMX where it has that), else
+        // linear_avx512_vnni.cpp's (VNNI only).
+        static const detail::GemmQTable g = int8_gemm_table();
         if (a.n <= kGemvMaxTokens)
             gemv_int8(a, pool, serial);
         else if (fp8_int8_supported())
