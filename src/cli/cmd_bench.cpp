@@ -379,10 +379,14 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
                 loaded_rss.total, loaded_rss.anon, loaded_rss.file);
     std::printf(
         "machine (%s, %lld threads): read %.1f GB/s over %.0f MiB (best streaming pattern; 1 stream "
-        "%.1f, 4 streams on 4 KiB pages %.1f), FP32 FMA %.1f GFLOP/s, int8 VNNI %.0f GOP/s; kernels: %s, "
+        "%.1f, 4 streams on 4 KiB pages %.1f), FP32 FMA %.1f GFLOP/s, int8 VNNI %.0f GOP/s; kernels: %s%s, "
         "numerics: %s\n",
         lim.isa.c_str(), T, lim.read_gb_s, lim.buffer_bytes / 1048576.0, lim.read_1stream_gb_s,
         lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, kernels::cpu::isa_name(kernels::cpu::active_isa()),
+        // The fast int8 GEMMs' tiles (bit-identical to VNNI): their rate is not the VNNI peak's.
+        kernels::cpu::active_isa() == kernels::cpu::Isa::kAvx512 && kernels::cpu::amx_supported()
+            ? " (int8 GEMMs on AMX tiles)"
+            : "",
         kernels::cpu::numerics_name(kernels::cpu::default_numerics()));
     std::printf(
         "decode weight bytes: %.1f MB per token (dense %.1f MB + %lld experts x %.1f MB), %.1f MB per "
