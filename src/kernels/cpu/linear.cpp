@@ -341,13 +341,14 @@ void int8_gemm_rows(const MatmulArgs& a, core::ThreadPool* pool, bool serial, in
         guided_chunks(pool, micro_rows, kPanelGroups, 2 * kPanelGroups, body);
 }
 
-// The int8 GEMMs' table: AMX for FP8 and BF16 where amx_supported(), else VNNI.
+// The int8 GEMMs' table: AMX (FP8, BF16, FP4) where amx_supported(), else VNNI.
 detail::GemmQTable int8_gemm_table() {
     return amx_supported() ? detail::avx512_amx_gemm_table() : detail::avx512_vnni_gemm_table();
 }
 
-// The int8 GEMMs of gemm_int8.h (FP8, FP4 and BF16 weights on VNNI + VBMI) after their own quantization of
-// the activations (int8 and the seeds), once for all output rows, over the pool in groups of 8 tokens.
+// The int8 GEMMs of gemm_int8.h (FP8, FP4 and BF16 weights on VNNI + VBMI, or AMX) after their own
+// quantization of the activations (int8 and the seeds), once for all output rows, over the pool in groups of
+// 8 tokens.
 void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detail::GemmQ8Fn gemm) {
     static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
     const core::Weight& w = *a.w;

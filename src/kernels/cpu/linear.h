@@ -51,8 +51,8 @@ bool bf16_supported(); // AVX-512 BF16 (vdpbf16ps): Numerics::kFast for BF16 wei
 // int8 GEMMs of gemm_int8.h at GEMM token counts (FP4 without VBMI: linear_avx512_vnni.cpp's GEMM).
 bool fp8_int8_supported();
 // AMX-TILE + AMX-INT8, granted by the kernel, and not switched off by DEEPINFER_AMX=0: those int8 GEMMs run
-// FP8-block and BF16 weights through AMX tiles (bit-identical to VNNI), and take them from
-// kAmxMinTokens tokens.
+// FP8-block, BF16 and FP4 weights through AMX tiles (bit-identical to VNNI), and FP8-block and BF16 take
+// them from kAmxMinTokens tokens.
 bool amx_supported();
 
 // Grows the calling thread's matmul scratch (kept per thread, grown on first use) to what any matmul of up
