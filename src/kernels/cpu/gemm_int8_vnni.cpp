@@ -571,6 +571,9 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
     int8_t* wq = reinterpret_cast<int8_t*>(scale + kQRowTile * 4); // [kQRowTile, kQBlock]
     const Panel p{wq, scale};
     constexpr bool kFp4 = kSrc == Src::kFp4;
+    // FP4 panels: decode_fp4_panel's interleaved order for VNNI, column order for the AMX variant (its tiles
+    // and the per-group VNNI microkernel both read it then).
+    constexpr bool kFp4Order = kFp4 && !kAmx;
     const uint8_t* wrow[kQRowTile]; // FP8: each panel row's codes and block-scale row
     const uint8_t* srow[kQRowTile];
     const uint16_t* wrow16[kQRowTile]; // BF16: each panel row's values
@@ -594,7 +597,7 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
         for (int64_t kb = 0; kb < nkb; ++kb) {
             bool one_scale = true;
             if constexpr (kFp4) {
-                one_scale = decode_fp4_panel<kAmx>(w, a.row_begin + rt, rows, kb, p);
+                one_scale = decode_fp4_panel<!kFp4Order>(w, a.row_begin + rt, rows, kb, p);
             } else if constexpr (kSrc == Src::kBf16) {
                 decode_bf16_panel(wrow16, kb, rows, kb + 1 < nkb, p);
             } else {
@@ -616,8 +619,6 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
                 for (int64_t m0 = 0; m0 < rows; m0 += 6) {
                     const int mr = static_cast<int>(min64(6, rows - m0));
                     float* c = ct + m0 * n_pad + i0;
-                    // The AMX variant's FP4 panels are in column order (decode_fp4_panel<true>).
-                    constexpr bool kFp4Order = kFp4 && !kAmx;
                     one_scale ? micro_dispatch<kFp4Order, 1>(mr, nv, half, p, m0, xqb, sdb, n_pad, xsb, c)
                               : micro_dispatch<kFp4Order, 4>(mr, nv, half, p, m0, xqb, sdb, n_pad, xsb, c);
                 }
