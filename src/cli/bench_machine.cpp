@@ -9,6 +9,7 @@
 #include <memory>
 #include <sys/mman.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace deepinfer::cli {
@@ -189,6 +190,14 @@ struct ReadProbe::Impl {
         return median(bw);
     }
 };
+
+size_t last_level_cache_bytes() {
+    for (const int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+        const long v = sysconf(name);
+        if (v > 0) return static_cast<size_t>(v);
+    }
+    return 0;
+}
 
 ReadProbe::ReadProbe(int threads, size_t buffer_bytes) : impl_(std::make_unique<Impl>()) {
     Impl& m = *impl_;

@@ -13,16 +13,21 @@
 namespace deepinfer::cli {
 
 struct MachineLimits {
-    double read_gb_s = 0.0;         // GB/s (1e9 bytes), streaming read of a buffer >> last-level cache
+    double read_gb_s = 0.0;         // GB/s (1e9 bytes), streaming read of buffer_bytes (see ReadProbe)
     double read_1stream_gb_s = 0.0; // the same with one stream per thread
     double read_4k_gb_s = 0.0;      // 4 streams per thread over 4 KiB pages (huge pages advised off)
     double fma_gflop_s = 0.0;       // GFLOP/s (FMA = 2 flops), register-resident FMAs
     double vnni_gop_s = 0.0;        // int8 GOP/s (vpdpbusd, multiply-add = 2 ops); 0 without AVX512-VNNI
-    size_t buffer_bytes = 0;
-    std::string isa; // "avx512", "avx2", or "scalar"
+    size_t buffer_bytes = 0;        // streamed by each read measurement (the huge-page half)
+    std::string isa;                // "avx512", "avx2", or "scalar"
 };
 
 MachineLimits measure_machine(int threads, size_t buffer_bytes, int passes);
+
+// The size of the last-level data cache this process's CPU reports (sysconf: L3, else L2), 0 if unknown. A
+// read probe over a buffer that fits in it measures the cache, not DRAM: on a 2-vCPU Xeon reporting a 480 MiB
+// L3, a 256 MiB buffer read 39-70 GB/s where 1-4 GiB read 32-35.
+size_t last_level_cache_bytes();
 
 // The read probe's buffer, allocated and first touched once, so that a benchmark can take the read figure
 // beside each measured repeat: on a shared machine the bandwidth a process gets drifts by a third within a

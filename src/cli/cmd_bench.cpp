@@ -42,6 +42,8 @@ constexpr const char* kUsage =
     "cycles with the op census on, summed (per op: calls, time, share of the forward, GB/s, GFLOP/s and the\n"
     "fraction of the measured roofline), printed for the prefill and the decode steps (on stderr with "
     "--json).\n"
+    "--bw-mb M: the read probe's buffer in MiB (default 1024; half of it in huge pages is what it streams),\n"
+    "raised to twice the bytes a decode step reads, so the probe meets the caches as the decode does.\n"
     "--engram-gather off (bench only; V4.1): the Engram layers get zeros instead of table rows, to measure\n"
     "what the gather costs; the outputs change.\n"
     "Under mpirun -np N with --ep/--tp (docs/parallelism.md): rank 0 runs the benchmark through the step\n"
@@ -283,7 +285,13 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     // The read probe beside the repeats (ReadProbe): once before the first repeat and after each, so each
     // repeat's decode is set against the mean of the two readings that bracket it, not only against the
     // probe at the end of the run, which on a shared machine can read another state of it.
-    ReadProbe probe(static_cast<int>(T), static_cast<size_t>(bw_mb) << 20);
+    // Each half of its buffer holds at least the bytes a decode step reads, so the probe's stream meets the
+    // caches as the decode's does: on a 2-vCPU Xeon reporting a 480 MiB L3, a 256 MiB half (--bw-mb 512) read
+    // 39-40 GB/s beside a decode whose 1 GB of weights per token came from DRAM, where a 1 GiB half read
+    // 32-34 (docs/benchmarks.md, session 17).
+    const size_t probe_bytes =
+        std::max(static_cast<size_t>(bw_mb) << 20, 2 * static_cast<size_t>(bytes_step));
+    ReadProbe probe(static_cast<int>(T), probe_bytes);
     std::vector<double> beside{probe.measure(kBesidePasses).best}, decode_beside;
     std::vector<double> prefill, decode, sent_per_step, prefill_sent;
     for (long long r = 0; r < R; ++r) {
@@ -360,13 +368,15 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
             "\"decode_bytes_sent_per_step_rank0\": %.0f, \"prefill_bytes_sent_rank0\": %.0f, "
             "\"peak_rss_mib_rank0\": %.1f, \"load_s\": %.3f, \"rss_after_load_mib\": %.1f, "
             "\"rss_anon_after_load_mib\": %.1f, \"rss_file_after_load_mib\": %.1f, "
-            "\"read_beside_gb_s\": %.3f, \"decode_fraction_beside\": %.4f}\n",
+            "\"read_beside_gb_s\": %.3f, \"decode_fraction_beside\": %.4f, \"read_buffer_bytes\": %zu, "
+            "\"last_level_cache_bytes\": %zu}\n",
             args->get("model")->c_str(), P, N, B, T, R, prefill_tps, decode_tps, lim.read_gb_s,
             lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, lim.isa.c_str(),
             kernels::cpu::isa_name(kernels::cpu::active_isa()), bytes_token, bytes_step, decode_ceiling,
             decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling, ranks,
             layout.c_str(), median(sent_per_step), median(prefill_sent), peak_rss_mib(), load_s,
-            loaded_rss.total, loaded_rss.anon, loaded_rss.file, beside_read, beside_frac);
+            loaded_rss.total, loaded_rss.anon, loaded_rss.file, beside_read, beside_frac, lim.buffer_bytes,
+            last_level_cache_bytes());
         return 0;
     }
     std::printf("model %s: %lld layers, hidden %lld, %lld experts top-%lld; resident weights %.1f MB\n",
@@ -378,11 +388,12 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     std::printf("load: %.2f s; after it VmRSS %.1f MiB (RssAnon %.1f, RssFile %.1f)\n", load_s,
                 loaded_rss.total, loaded_rss.anon, loaded_rss.file);
     std::printf(
-        "machine (%s, %lld threads): read %.1f GB/s over %.0f MiB (best streaming pattern; 1 stream "
-        "%.1f, 4 streams on 4 KiB pages %.1f), FP32 FMA %.1f GFLOP/s, int8 VNNI %.0f GOP/s; kernels: %s%s, "
-        "numerics: %s\n",
-        lim.isa.c_str(), T, lim.read_gb_s, lim.buffer_bytes / 1048576.0, lim.read_1stream_gb_s,
-        lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s, kernels::cpu::isa_name(kernels::cpu::active_isa()),
+        "machine (%s, %lld threads): read %.1f GB/s over %.0f MiB (last-level cache %.0f MiB; best "
+        "streaming pattern; 1 stream %.1f, 4 streams on 4 KiB pages %.1f), FP32 FMA %.1f GFLOP/s, int8 "
+        "VNNI %.0f GOP/s; kernels: %s%s, numerics: %s\n",
+        lim.isa.c_str(), T, lim.read_gb_s, lim.buffer_bytes / 1048576.0, last_level_cache_bytes() / 1048576.0,
+        lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s,
+        kernels::cpu::isa_name(kernels::cpu::active_isa()),
         // The fast int8 GEMMs' tiles (bit-identical to VNNI): their rate is not the VNNI peak's.
         kernels::cpu::active_isa() == kernels::cpu::Isa::kAvx512 && kernels::cpu::amx_supported()
             ? " (int8 GEMMs on AMX tiles)"
