@@ -330,6 +330,40 @@ TEST_P(LinearHarness, RowSplitOverThreadsIsBitIdentical) {
     }
 }
 
+// The one-token GEMV tiles keep their rows' sums in an L1 array (AMD) or in registers (elsewhere;
+// gemv_rows_in_l1, linear_kernels.h): the same chains in the same order, so both give the same bits, on
+// every ISA and both numerics. Columns: the exact BF16 one-row stream's limit (1024), the 4-row tiles
+// (2048), and past the fast BF16 one-row stream's limit (4352).
+TEST_P(LinearHarness, OneTokenSumsInL1OrRegistersAreBitIdentical) {
+    const FormatCase& fc = GetParam();
+    core::ThreadPool two(2);
+    std::mt19937 rng(16);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t cols : {1024, 2048, 4352}) {
+        if (fc.bc > 0 && cols % fc.bc != 0) continue;
+        const int64_t rows = 200;
+        const StoredWeight sw =
+            random_weight(fc.format, rows, cols, fc.br, fc.bc, &rng, fc.lo_scale, fc.hi_scale);
+        std::vector<float> x(cols);
+        for (float& v : x) v = nd(rng);
+        for (Numerics num : {Numerics::kExact, Numerics::kFast}) {
+            for (Isa isa : isas()) {
+                SCOPED_TRACE(fc.name + " cols=" + std::to_string(cols) + " " + cpu::numerics_name(num) + " " +
+                             cpu::isa_name(isa));
+                std::vector<float> y1(rows, -7.0f), y2(rows, -9.0f);
+                MatmulArgs a{x.data(), 1, cols, &sw.w, 0, rows, y1.data(), rows, &two, num};
+                cpu::detail::force_gemv_rows_in_l1(1);
+                cpu::matmul_isa(a, isa);
+                a.y = y2.data();
+                cpu::detail::force_gemv_rows_in_l1(0);
+                cpu::matmul_isa(a, isa);
+                cpu::detail::force_gemv_rows_in_l1(-1);
+                EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, LinearHarness, ::testing::ValuesIn(formats()),
                          [](const auto& param_info) { return param_info.param.name; });
 

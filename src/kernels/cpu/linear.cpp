@@ -763,6 +763,28 @@ bool amx_supported() {
     return yes;
 }
 
+namespace {
+std::atomic<int> g_rows_in_l1{-1}; // force_gemv_rows_in_l1's mode
+} // namespace
+
+void detail::force_gemv_rows_in_l1(int mode) {
+    g_rows_in_l1.store(mode, std::memory_order_relaxed);
+}
+
+bool detail::gemv_rows_in_l1() {
+    if (const int forced = g_rows_in_l1.load(std::memory_order_relaxed); forced >= 0) return forced == 1;
+    static const bool yes = [] {
+        const char* env = std::getenv("DEEPINFER_GEMV_ACC");
+        if (env != nullptr && std::string_view(env) == "l1") return true;
+        if (env != nullptr && std::string_view(env) == "registers") return false;
+        if (env != nullptr && *env != '\0') {
+            DI_LOG(Warn) << "DEEPINFER_GEMV_ACC=" << env << " is not one of l1|registers; ignored";
+        }
+        return __builtin_cpu_is("amd") != 0;
+    }();
+    return yes;
+}
+
 bool bf16_supported() {
     return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
 }

@@ -61,10 +61,11 @@ void tile(const MatmulArgs& a, int64_t r, int64_t t0, const uint16_t* xb, float 
     for (int i = 0; i < R; ++i)
         next[i] =
             static_cast<const char*>(w.data) + prefetch_row(r + i, R, cols * kBytes, w.rows) * cols * kBytes;
-    if constexpr (T == 1 && R > 1) {
-        // One token: the rows in a loop that is not unrolled, their accumulators in an L1 array (the exact
-        // GEMV's batch-1 BF16 loop, linear_impl.h: on Zen 4 it issues its weight loads less far ahead and
-        // streams at ~95% of a plain read, where the register version reached 70-80%). Same arithmetic.
+    if (T == 1 && R > 1 && gemv_rows_in_l1()) {
+        // One token where gemv_rows_in_l1 (AMD): the rows in a loop that is not unrolled, their accumulators
+        // in an L1 array (the exact GEMV's batch-1 BF16 loop, linear_impl.h: on Zen 4 it issues its weight
+        // loads less far ahead and streams at ~95% of a plain read, where the register loop below reached
+        // 70-80%; on an Intel Xeon the register loop is ahead). Same arithmetic as the register loop.
         alignas(64) float am[R][16];
         for (int i = 0; i < R; ++i) _mm512_store_ps(am[i], _mm512_setzero_ps());
         const char* row0 = static_cast<const char*>(w.data) + r * cols * kBytes;

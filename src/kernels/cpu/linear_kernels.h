@@ -22,6 +22,18 @@ namespace deepinfer::kernels::cpu::detail {
 // so a tile of short rows, streamed in few steps, still prefetches far enough ahead for the lines to land.
 // A row past the weight's end prefetches itself, so no address outside the weight is touched.
 constexpr int64_t kPrefetchAheadBytes = 8192;
+
+// How the one-token GEMV tiles (decode at batch 1: 4 FP8 or BF16 rows x 1 token, exact and fast) hold
+// their rows' sums. true: in an L1 array, the rows in a loop that is not unrolled (each visit loads, adds,
+// stores), which issues the weight loads less far ahead; false: in registers, the rows unrolled. The chains
+// and their order are the same (bit-identical results); only the speed differs, and by CPU:
+// - AMD (2-vCPU Zen 4): L1 streamed 97-98% of a plain read where registers reached 70-75%;
+// - Intel (2-vCPU Xeon with AMX, FP8 129280 x 4096, 2 threads): registers 31.8 GB/s against L1's 28.1,
+//   beside a plain read of 31.6 (docs/kernels.md, "The one-token GEMV's accumulators by CPU").
+// true on AMD CPUs, false elsewhere; DEEPINFER_GEMV_ACC=l1|registers overrides (read once).
+bool gemv_rows_in_l1();
+// Tests: 1 / 0 forces gemv_rows_in_l1's answer, -1 restores the default (not for use beside running matmuls).
+void force_gemv_rows_in_l1(int mode);
 constexpr int64_t prefetch_row(int64_t row, int64_t R, int64_t row_bytes, int64_t rows) {
     const int64_t tile = R * row_bytes;
     const int64_t ahead = tile >= kPrefetchAheadBytes || tile <= 0 ? R : R * (kPrefetchAheadBytes / tile);
