@@ -330,10 +330,10 @@ TEST_P(LinearHarness, RowSplitOverThreadsIsBitIdentical) {
     }
 }
 
-// The one-token GEMV tiles keep their rows' sums in an L1 array (AMD) or in registers (elsewhere;
-// gemv_rows_in_l1, linear_kernels.h): the same chains in the same order, so both give the same bits, on
-// every ISA and both numerics. Columns: the exact BF16 one-row stream's limit (1024), the 4-row tiles
-// (2048), and past the fast BF16 one-row stream's limit (4352).
+// The fast one-token BF16-dot GEMV tile keeps its rows' sums in an L1 array (AMD) or in registers
+// (elsewhere; gemv_rows_in_l1, linear_kernels.h): the same chains in the same order, so both give the same
+// bits, on every ISA and both numerics (exact runs the same code either way). Columns: 1024 and 2048 (FP8
+// takes the tile there off AMD) and 4352 (past the one-row streams' 4096-column limit: the tile everywhere).
 TEST_P(LinearHarness, OneTokenSumsInL1OrRegistersAreBitIdentical) {
     const FormatCase& fc = GetParam();
     core::ThreadPool two(2);

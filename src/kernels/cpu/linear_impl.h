@@ -211,9 +211,8 @@ template <int R, WeightFormat F> struct NextTile {
 };
 
 // R weight rows (R independent streams) x T tokens, decoded in registers, FP32 accumulators. Words: the FP4
-// "words" kernel (else FP4 takes the even/odd one). L1: one token of BF16 or FP8 with the rows' sums in an L1
-// array (gemv_rows_in_l1, linear_kernels.h; the same chains as the register loops below: bit-identical).
-template <class I, int R, int T, WeightFormat F, bool Words, bool L1 = false>
+// "words" kernel (else FP4 takes the even/odd one).
+template <class I, int R, int T, WeightFormat F, bool Words>
 void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
     using V = typename I::V;
     constexpr int W = I::kW;
@@ -230,7 +229,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
     if constexpr (F == WeightFormat::kFp8Block)
         out_scale = bits_f32(static_cast<uint32_t>(127 + 120 - kFp8Fold) << 23);
 
-    if constexpr (L1 && I::kPairs && F == WeightFormat::kBF16 && T == 1 && R > 1) {
+    if constexpr (I::kPairs && F == WeightFormat::kBF16 && T == 1 && R > 1) {
         // One token (decode batch 1: the LM head, bench-small's layers): the same two chains per row as
         // below (bit-identical results), but the rows in a loop that is not unrolled, their accumulators
         // in an L1 array. Each step's load, FMA and store through the array make a loop that issues its
@@ -334,7 +333,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
                 g += groups_per_chunk;
             }
         }
-    } else if constexpr (L1 && F == WeightFormat::kFp8Block && T == 1 && R > 1) {
+    } else if constexpr (F == WeightFormat::kFp8Block && T == 1 && R > 1) {
         // One token, FP8: as the BF16 one-token loop above, the rows in a loop that is not unrolled with
         // their accumulators in L1; each visit of a row takes 4 vectors (AVX-512: one 64-byte line) in a
         // register chain, so the order of the FMAs per row is the register version's (bit-identical).
@@ -449,12 +448,6 @@ template <class I, int R, WeightFormat F> void gemv_rows(const MatmulArgs& a, in
             static_assert(kFp4WordsMaxTokens == 2);
             a.n == 1 ? gemv_tile<I, R, 1, F, true>(a, r, 0, xprep)
                      : gemv_tile<I, R, 2, F, true>(a, r, 0, xprep);
-            return;
-        }
-    }
-    if constexpr ((F == WeightFormat::kBF16 || F == WeightFormat::kFp8Block) && R > 1) {
-        if (a.n == 1 && gemv_rows_in_l1()) {
-            gemv_tile<I, R, 1, F, false, true>(a, r, 0, xprep);
             return;
         }
     }

@@ -23,13 +23,15 @@ namespace deepinfer::kernels::cpu::detail {
 // A row past the weight's end prefetches itself, so no address outside the weight is touched.
 constexpr int64_t kPrefetchAheadBytes = 8192;
 
-// How the one-token GEMV tiles (decode at batch 1: 4 FP8 or BF16 rows x 1 token, exact and fast) hold
-// their rows' sums. true: in an L1 array, the rows in a loop that is not unrolled (each visit loads, adds,
-// stores), which issues the weight loads less far ahead; false: in registers, the rows unrolled. The chains
-// and their order are the same (bit-identical results); only the speed differs, and by CPU:
-// - AMD (2-vCPU Zen 4): L1 streamed 97-98% of a plain read where registers reached 70-75%;
-// - Intel (2-vCPU Xeon with AMX, FP8 129280 x 4096, 2 threads): registers 31.8 GB/s against L1's 28.1,
-//   beside a plain read of 31.6 (docs/kernels.md, "The one-token GEMV's accumulators by CPU").
+// How the fast one-token BF16-dot GEMV tile (decode at batch 1: 4 FP8 or BF16 rows x 1 token,
+// linear_avx512_bf16.cpp) holds its rows' sums. true: in an L1 array, the rows in a loop that is not unrolled
+// (each visit loads, adds, stores), which issues the weight loads less far ahead; false: in registers, the
+// rows unrolled. The chains and their order are the same (bit-identical results); only the speed differs,
+// and by CPU:
+// - AMD (2-vCPU Zen 4): the L1 loop streamed ~95% of a plain read where registers reached 70-80%;
+// - Intel (2-vCPU Xeon with AMX): registers ahead, flash2 fast decode +2% (5 of 6 pairs; docs/kernels.md,
+//   "The one-token GEMV's accumulators by CPU"). The exact GEMV's L1 loops (linear_impl.h) were a tie or
+//   behind there and keep the L1 array on every CPU.
 // true on AMD CPUs, false elsewhere; DEEPINFER_GEMV_ACC=l1|registers overrides (read once).
 bool gemv_rows_in_l1();
 // Tests: 1 / 0 forces gemv_rows_in_l1's answer, -1 restores the default (not for use beside running matmuls).
