@@ -94,6 +94,10 @@ WeightSet make_set(core::WeightFormat f, int64_t rows, int64_t cols, int count, 
     for (uint8_t& b : s.data) {
         b = static_cast<uint8_t>((*rng)() & 0xff);
         if (!fp4 && (b & 0x7f) == 0x7f) b ^= 1; // e4m3 NaN codes are not weights
+        // No e4m3 subnormals: the exact GEMV widens them to F32 denormals, and on Intel every FMA with a
+        // denormal operand takes a microcode assist, so a random byte's 1/16 chance of one timed the assists
+        // (the exact FP8 GEMV at 16 tokens: 180 ms per matrix instead of ~4; linear_bench does the same).
+        if (!fp4 && (b & 0x78) == 0) b |= 0x08;
     }
     // Group scales of Gaussian-like weights: within a few binades of each other.
     for (uint8_t& b : s.scale) b = static_cast<uint8_t>(119 + (*rng)() % 3);
