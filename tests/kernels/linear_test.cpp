@@ -395,6 +395,35 @@ TEST(LinearNumerics, DefaultIsExactAndSettable) {
     }
 }
 
+// e4m3 subnormals (exponent field 0: m x 2^-9) through the exact FP8 kernels of every ISA, the GEMV (1 and 3
+// tokens) and the GEMM's dequantized panels (16 tokens), against ref: the SIMD decode widens them as FP16
+// bits (vcvtph2ps), where they are FP16 subnormals; a decode that flushed them, or read them as normals,
+// would be off by the whole product. Weights of only subnormals and zeros, block scales 2^0.
+TEST(LinearIsa, ExactFp8SubnormalWeights) {
+    std::mt19937 rng(21);
+    const int64_t rows = 64, cols = 256;
+    StoredWeight sw = random_weight(F::kFp8Block, rows, cols, 128, 128, &rng, 127, 127);
+    for (uint8_t& b : sw.data) b &= 0x87; // sign and mantissa only
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    core::ThreadPool pool(2);
+    for (int64_t n : {1, 3, 16}) {
+        std::vector<float> x(n * cols), want(n * rows);
+        for (float& v : x) v = nd(rng);
+        MatmulArgs a{x.data(), n, cols, &sw.w, 0, rows, want.data(), rows, &pool, Numerics::kExact};
+        ref::matmul(a);
+        double norm = 0.0;
+        for (float v : want) norm += std::fabs(v);
+        ASSERT_GT(norm, 0.0);
+        for (Isa isa : isas()) {
+            SCOPED_TRACE(std::string(cpu::isa_name(isa)) + " n=" + std::to_string(n));
+            std::vector<float> got(n * rows, -7.0f);
+            a.y = got.data();
+            cpu::matmul_isa(a, isa);
+            EXPECT_LT(nmse(got, want), 1e-10);
+        }
+    }
+}
+
 TEST(LinearIsa, NamesRoundTripAndRefIsAlwaysSupported) {
     for (Isa i : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
         Isa back;

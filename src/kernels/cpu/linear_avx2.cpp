@@ -36,10 +36,11 @@ struct Isa {
     static V f16(const uint16_t* p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     }
+    // e4m3 as FP16 (linear_avx512.cpp's fp8_raw), widened by vcvtph2ps: the value times 2^-kFp8RawLog2.
     static V fp8_raw(const uint8_t* p) {
-        const __m256i b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-        return _mm256_castsi256_ps(
-            _mm256_and_si256(_mm256_slli_epi32(b, 20), _mm256_set1_epi32(static_cast<int>(0x87f00000u))));
+        const __m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_cvtph_ps(
+            _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16(static_cast<short>(0xbf80))));
     }
     // The 8 e2m1 magnitudes (the sign is bit 3 of the code).
     static V fp4_lut() { return _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f); }

@@ -47,12 +47,17 @@ struct Isa {
     static V f16(const uint16_t* p) {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     }
-    // e4m3 sign to bit 31, exponent+mantissa to bits 20..26: the float is the value times 2^-120 (exact,
-    // subnormals included).
+    // e4m3 as FP16 bits (sign-extended byte shifted left 7: sign to bit 15, exponent and mantissa to bits
+    // 7..13, bit 14 cleared), widened by vcvtph2ps: the value times 2^-8 (kFp8RawLog2), exact. Every e4m3
+    // value, its subnormals too (FP16 subnormals, which vcvtph2ps widens to normal floats), becomes a normal
+    // float. Until session 17 the bits went straight into a float (value x 2^-120), where the e4m3 subnormals
+    // are float denormals: every FMA or multiply that met one took a microcode assist on Intel
+    // (docs/kernels.md, "Denormals on Intel"). Same values up to the power of two, so the same sums
+    // (bit-identical results).
     static V fp8_raw(const uint8_t* p) {
-        const __m512i b = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        return _mm512_castsi512_ps(
-            _mm512_and_si512(_mm512_slli_epi32(b, 20), _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
+        const __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return _mm512_cvtph_ps(
+            _mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(static_cast<short>(0xbf80))));
     }
     // FP4 "words" (linear_impl.h): the e2m1 values as BF16, 16 entries twice (vpermw reads 5 index bits, so
     // the code above a shifted nibble needs no mask).

@@ -8,7 +8,7 @@
 // Traits `I` provide: V (vector of I::kW floats), kNv (token vectors per GEMM microtile), zero, set1,
 // loadu, storeu, fma, mul, reduce, and the weight decoders:
 //   bf16(p) / f16(p)             kW columns widened (BF16 by a 16-bit shift),
-//   fp8_raw(p)                   kW e4m3 bytes as floats scaled by 2^-120 (bit placement only; exact),
+//   fp8_raw(p)                   kW e4m3 bytes as floats scaled by 2^-kFp8RawLog2 (exact, all normal),
 //   fp4_lut()                    the e2m1 table (times a group scale, it is the `lut` below),
 //   fp4_pair(p, lut, even, odd)  2*kW e2m1 codes (kW bytes) through the table, even and odd columns,
 //   fp4_natural(p, lut)          kW e2m1 codes (kW/2 bytes) in column order,
@@ -45,10 +45,11 @@ inline int64_t scale_cols(const core::Weight& w) {
 
 // ---------------------------------------------------------------------------------------------- GEMV
 // FP8 GEMV folds the scales into the activations: per block, x' = x * 2^(s-127) * 2^kFp8Fold, so the inner
-// loop is decode (a shift and a mask: value * 2^-120) + FMA, and the sum is multiplied by 2^(120 - kFp8Fold)
-// at the end. Only scales in [kFp8MinScale, kFp8MaxScale] take this path (others: the GEMM), which keeps
-// x' finite for |x| < 2^61 and every product far from the subnormal range.
+// loop is decode (fp8_raw: value * 2^-kFp8RawLog2) + FMA, and the sum is multiplied by
+// 2^(kFp8RawLog2 - kFp8Fold) at the end. Only scales in [kFp8MinScale, kFp8MaxScale] take this path (others:
+// the GEMM), which keeps x' finite for |x| < 2^61 and every product far from the subnormal range.
 constexpr int kFp8Fold = 60;
+constexpr int kFp8RawLog2 = 8; // fp8_raw's values are the e4m3 values times 2^-8 (as FP16 bits, widened)
 constexpr int kFp8MinScale = 60, kFp8MaxScale = 134;
 
 // FP4 on AVX-512 takes the "words" kernel for calls of at most this many tokens; it decodes 128 codes in
@@ -227,7 +228,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
     int64_t vec_cols = 0;
     float out_scale = 1.0f;
     if constexpr (F == WeightFormat::kFp8Block)
-        out_scale = bits_f32(static_cast<uint32_t>(127 + 120 - kFp8Fold) << 23);
+        out_scale = bits_f32(static_cast<uint32_t>(127 + kFp8RawLog2 - kFp8Fold) << 23);
 
     if constexpr (I::kPairs && F == WeightFormat::kBF16 && T == 1 && R > 1) {
         // One token (decode batch 1: the LM head, bench-small's layers): the same two chains per row as
@@ -584,12 +585,12 @@ template <class I> void decode_row(const core::Weight& w, int64_t r, int64_t k0,
     case WeightFormat::kFp8Block: {
         const uint8_t* srow = w.scale + r / w.block_rows * scale_cols(w);
         const uint8_t* src = static_cast<const uint8_t*>(w.data) + r * cols;
-        const typename I::V k2p120 = I::set1(bits_f32(247u << 23)); // 2^120
+        const typename I::V undo = I::set1(bits_f32(static_cast<uint32_t>(127 + kFp8RawLog2) << 23));
         int64_t b = c / w.block_cols;
         for (int64_t b_end = (b + 1) * w.block_cols; c + W <= end; b_end += w.block_cols, ++b) {
             const typename I::V s = I::set1(e8m0(srow[b]));
             for (; c + W <= end && c + W <= b_end; c += W)
-                I::storeu(out + c - k0, I::mul(I::mul(I::fp8_raw(src + c), k2p120), s));
+                I::storeu(out + c - k0, I::mul(I::mul(I::fp8_raw(src + c), undo), s));
             if (c != b_end) break; // a vector straddles two blocks
         }
         break;
