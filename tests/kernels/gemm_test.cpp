@@ -105,9 +105,9 @@ Fp4Weight random_fp4(int64_t rows, int64_t cols, int lo, int hi, std::mt19937* r
     return s;
 }
 
-// The exact matmul computes every token on its own: a call over 300 tokens (on AVX-512 the FP8 / FP4 GEMV in
-// three balanced chunks of 100, linear.cpp; elsewhere the F32 GEMM in chunks of 128) writes, bit for bit,
-// what calls over pieces of those tokens write (each piece > kGemvMaxTokens, so every ISA takes the same
+// The exact matmul computes every token on its own: a call over 300 tokens (on AVX-512 AMD CPUs the FP8 / FP4
+// GEMV in three balanced chunks of 100, linear.cpp; elsewhere the F32 GEMM in chunks of 128) writes, bit for
+// bit, what calls over pieces of those tokens write (each piece > kGemvMaxTokens, so every ISA takes the same
 // kernel for the whole call and its pieces), and 700 tokens (past one 512-token call) likewise. (Not BF16:
 // its GEMV sums a tile of 1-3 tokens in another order than a tile of 4, so where a token falls in its
 // chunk can move its last bits; the linear harness holds it to the same tolerance against ref.) F32 with at

@@ -261,13 +261,24 @@ bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
 // block (8 MiB at 128 tokens, rows 64 KiB apart) for 4 microtiles of work, and its 6-row tiles give the
 // pool 4 items. V4-Flash-shaped layers, 128 tokens, 2 threads: 8-12 ms -> 1.7-2.1 ms per call. Larger F32
 // and all F16 weights keep the GEMM.
+//
+// Measured on AMD (Zen 4). On an Intel Xeon (AVX-512 with AMX, 2 vCPUs, session 17) the GEMV reached only
+// 30-40% of the FMA peak at 24-512 tokens and the GEMM 50-55% from 48 up (gemm_bench, ms per matrix, GEMV ->
+// GEMM: FP8 at 32 tokens 6.66 -> 5.24, 128 30.1 -> 19.1, 512 119.7 -> 74.4; FP4 at 32 5.80 -> 5.57, 128 26.7
+// -> 19.2; BF16 at 32 5.96 -> 5.79, 128 26.4 -> 19.9; at 16-24 the GEMV was ahead, 3.0-4.7 against
+// 3.6-5.3), so off AMD these formats take the GEMM above kGemvMaxTokens, as every other ISA does: the GEMV
+// and the GEMM sum in different orders (exact numerics either way), and one boundary at kGemvMaxTokens keeps
+// a token's result independent of how a prompt is cut into calls past it (GemmExact.
+// EveryTokenIsComputedAsInAnyTokenSplit), which a second boundary at ~32 tokens would break.
 constexpr int64_t kF32GemvMaxRows = 64;
 bool gemv_beats_gemm(const MatmulArgs& a, Isa isa) {
+    static const bool amd = __builtin_cpu_is("amd") != 0;
     const core::WeightFormat f = a.w->format;
-    return isa == Isa::kAvx512 &&
-           (f == core::WeightFormat::kBF16 || f == core::WeightFormat::kFp8Block ||
-            f == core::WeightFormat::kFp4Group ||
-            (f == core::WeightFormat::kF32 && a.row_end - a.row_begin <= kF32GemvMaxRows));
+    if (isa != Isa::kAvx512) return false;
+    if (f == core::WeightFormat::kF32) return a.row_end - a.row_begin <= kF32GemvMaxRows;
+    return (f == core::WeightFormat::kBF16 || f == core::WeightFormat::kFp8Block ||
+            f == core::WeightFormat::kFp4Group) &&
+           amd;
 }
 
 // Token chunks of kBf16MaxTokens: each chunk's BF16 activations (64 x cols x 2 bytes: 512 KiB at 4096
