@@ -121,12 +121,14 @@ TEST(GemvInt8, Fp4MatchesTheInt8Emulation) {
             const std::vector<float> part = run_fast(s, x, n, 9, &pool);
             for (int64_t t = 0; t < n; ++t)
                 for (int64_t r = 9; r < 37; ++r) ASSERT_EQ(part[t * 37 + r], got[t * 37 + r]) << r;
-            // One token runs one row at a time (one stream), more tokens 4-row tiles: every row's sums
-            // are the same operations either way, so token 0 alone gives the bits it gives beside others.
-            if (n > 1) {
-                const std::vector<float> x0(x.begin(), x.begin() + cols);
-                const std::vector<float> one = run_fast(s, x0, 1, 0, &pool);
-                for (int64_t r = 0; r < 37; ++r) ASSERT_EQ(one[r], got[r]) << r;
+            // One token runs one row at a time (one stream), more tokens 4-row tiles of up to 4 tokens:
+            // every row's sums are the same operations either way, so each token alone gives the bits it
+            // gives beside the others (whichever tile of 4 it falls in).
+            for (int64_t t = 0; t < n && n > 1; ++t) {
+                const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+                const std::vector<float> one = run_fast(s, xt, 1, 0, &pool);
+                for (int64_t r = 0; r < 37; ++r)
+                    ASSERT_EQ(one[r], got[t * 37 + r]) << "token " << t << " row " << r;
             }
         }
     }
