@@ -43,7 +43,8 @@ constexpr const char* kUsage =
     "fraction of the measured roofline), printed for the prefill and the decode steps (on stderr with "
     "--json).\n"
     "--bw-mb M: the read probe's buffer in MiB (default 1024; half of it in huge pages is what it streams),\n"
-    "raised to twice the bytes a decode step reads, so the probe meets the caches as the decode does.\n"
+    "raised to twice the bytes a decode step reads (at most 4x the last-level cache), so the probe meets\n"
+    "the caches as the decode does.\n"
     "--engram-gather off (bench only; V4.1): the Engram layers get zeros instead of table rows, to measure\n"
     "what the gather costs; the outputs change.\n"
     "Under mpirun -np N with --ep/--tp (docs/parallelism.md): rank 0 runs the benchmark through the step\n"
@@ -285,12 +286,14 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     // The read probe beside the repeats (ReadProbe): once before the first repeat and after each, so each
     // repeat's decode is set against the mean of the two readings that bracket it, not only against the
     // probe at the end of the run, which on a shared machine can read another state of it.
-    // Each half of its buffer holds at least the bytes a decode step reads, so the probe's stream meets the
-    // caches as the decode's does: on a 2-vCPU Xeon reporting a 480 MiB L3, a 256 MiB half (--bw-mb 512) read
-    // 39-40 GB/s beside a decode whose 1 GB of weights per token came from DRAM, where a 1 GiB half read
-    // 32-34 (docs/benchmarks.md, session 17).
-    const size_t probe_bytes =
-        std::max(static_cast<size_t>(bw_mb) << 20, 2 * static_cast<size_t>(bytes_step));
+    // Each half of its buffer holds at least the bytes a decode step reads, up to twice the last-level cache,
+    // so the probe's stream meets the caches as the decode's does: on a 2-vCPU Xeon reporting a 480 MiB L3, a
+    // 256 MiB half (--bw-mb 512) read 39-40 GB/s beside a decode whose 1 GB of weights per token came from
+    // DRAM, where a 1 GiB half read 32-34 (docs/benchmarks.md, session 17). The cap keeps the probe's memory
+    // bounded for checkpoints whose steps read tens of GB (past twice the cache, DRAM is what it reads).
+    const size_t llc = last_level_cache_bytes();
+    const size_t step_floor = std::min(static_cast<size_t>(bytes_step), llc > 0 ? 2 * llc : size_t{0});
+    const size_t probe_bytes = std::max(static_cast<size_t>(bw_mb) << 20, 2 * step_floor);
     ReadProbe probe(static_cast<int>(T), probe_bytes);
     std::vector<double> beside{probe.measure(kBesidePasses).best}, decode_beside;
     std::vector<double> prefill, decode, sent_per_step, prefill_sent;
