@@ -379,7 +379,7 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
             decode_tps / decode_ceiling, flops_token, prefill_ceiling, prefill_tps / prefill_ceiling, ranks,
             layout.c_str(), median(sent_per_step), median(prefill_sent), peak_rss_mib(), load_s,
             loaded_rss.total, loaded_rss.anon, loaded_rss.file, beside_read, beside_frac, lim.buffer_bytes,
-            last_level_cache_bytes());
+            llc);
         return 0;
     }
     std::printf("model %s: %lld layers, hidden %lld, %lld experts top-%lld; resident weights %.1f MB\n",
@@ -394,7 +394,7 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
         "machine (%s, %lld threads): read %.1f GB/s over %.0f MiB (last-level cache %.0f MiB; best "
         "streaming pattern; 1 stream %.1f, 4 streams on 4 KiB pages %.1f), FP32 FMA %.1f GFLOP/s, int8 "
         "VNNI %.0f GOP/s; kernels: %s%s, numerics: %s\n",
-        lim.isa.c_str(), T, lim.read_gb_s, lim.buffer_bytes / 1048576.0, last_level_cache_bytes() / 1048576.0,
+        lim.isa.c_str(), T, lim.read_gb_s, lim.buffer_bytes / 1048576.0, llc / 1048576.0,
         lim.read_1stream_gb_s, lim.read_4k_gb_s, lim.fma_gflop_s, lim.vnni_gop_s,
         kernels::cpu::isa_name(kernels::cpu::active_isa()),
         // The fast int8 GEMMs' tiles (bit-identical to VNNI): their rate is not the VNNI peak's.

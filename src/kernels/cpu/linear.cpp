@@ -1,24 +1,17 @@
-// The dispatcher behind kernels::cpu::matmul: picks the ISA once, prepares the activations (FP4 even/odd
-// split for the GEMV, the transposed [cols, n_pad] copy for the GEMM) and splits output rows over the pool.
-// Compiled without ISA flags; the SIMD code lives in linear_avx512.cpp / linear_avx2.cpp.
+// The dispatcher behind kernels::cpu::matmul: runs the ISA cpu_features.cpp picks, prepares the activations
+// (FP4 even/odd split for the GEMV, the transposed [cols, n_pad] copy for the GEMM) and splits output rows
+// over the pool. Compiled without ISA flags; the SIMD code lives in linear_avx512.cpp / linear_avx2.cpp.
 
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <functional>
 #include <mutex>
-#include <string_view>
 #include <vector>
 
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include "core/check.h"
-#include "core/logging.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/linear_kernels.h"
@@ -27,28 +20,8 @@
 namespace deepinfer::kernels::cpu {
 namespace {
 
-constexpr int kNoIsa = -1;
 constexpr int64_t kMaxTokensPerCall = 512;
 constexpr int64_t kF32GemmTokens = 128;
-std::atomic<int> g_forced{kNoIsa};
-std::atomic<Numerics> g_numerics{Numerics::kExact};
-
-Isa initial_isa() {
-    const char* env = std::getenv("DEEPINFER_ISA");
-    if (env != nullptr && *env != '\0') {
-        Isa isa;
-        if (!parse_isa(env, &isa)) {
-            DI_LOG(Warn) << "DEEPINFER_ISA=" << env << " is not one of avx512|avx2|ref; using "
-                         << isa_name(best_isa());
-        } else if (!isa_supported(isa)) {
-            DI_LOG(Warn) << "DEEPINFER_ISA=" << env << " is not supported by this CPU; using "
-                         << isa_name(best_isa());
-        } else {
-            return isa;
-        }
-    }
-    return best_isa();
-}
 
 const detail::KernelTable& table(Isa isa) {
     static const detail::KernelTable avx512 = detail::avx512_table();
@@ -272,13 +245,12 @@ bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
 // EveryTokenIsComputedAsInAnyTokenSplit), which a second boundary at ~32 tokens would break.
 constexpr int64_t kF32GemvMaxRows = 64;
 bool gemv_beats_gemm(const MatmulArgs& a, Isa isa) {
-    static const bool amd = __builtin_cpu_is("amd") != 0;
     const core::WeightFormat f = a.w->format;
     if (isa != Isa::kAvx512) return false;
     if (f == core::WeightFormat::kF32) return a.row_end - a.row_begin <= kF32GemvMaxRows;
     return (f == core::WeightFormat::kBF16 || f == core::WeightFormat::kFp8Block ||
             f == core::WeightFormat::kFp4Group) &&
-           amd;
+           detail::amd_cpu();
 }
 
 // Token chunks of kBf16MaxTokens: each chunk's BF16 activations (64 x cols x 2 bytes: 512 KiB at 4096
@@ -352,16 +324,18 @@ void int8_gemm_rows(const MatmulArgs& a, core::ThreadPool* pool, bool serial, in
         guided_chunks(pool, micro_rows, kPanelGroups, 2 * kPanelGroups, body);
 }
 
-// The int8 GEMMs' table: AMX (FP8, BF16, FP4) where amx_supported(), else VNNI.
-detail::GemmQTable int8_gemm_table() {
-    return amx_supported() ? detail::avx512_amx_gemm_table() : detail::avx512_vnni_gemm_table();
+// The int8 GEMMs' table, picked once: AMX (FP8, BF16, FP4) where amx_supported(), else VNNI.
+const detail::GemmQTable& int8_gemm_table() {
+    static const detail::GemmQTable t =
+        amx_supported() ? detail::avx512_amx_gemm_table() : detail::avx512_vnni_gemm_table();
+    return t;
 }
 
 // The int8 GEMMs of gemm_int8.h (FP8, FP4 and BF16 weights on VNNI + VBMI, or AMX) after their own
 // quantization of the activations (int8 and the seeds), once for all output rows, over the pool in groups of
 // 8 tokens.
 void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detail::GemmQ8Fn gemm) {
-    static const detail::GemmQTable g = detail::avx512_vnni_gemm_table();
+    const detail::GemmQTable& g = int8_gemm_table();
     const core::Weight& w = *a.w;
     const int64_t pad = detail::kGemmQPad, n_pad = (a.n + pad - 1) / pad * pad,
                   nkb = w.cols / detail::kQBlock;
@@ -538,60 +512,6 @@ void multi_gemv_bf16(std::span<const MatmulArgs> args, core::ThreadPool* pool, b
 
 } // namespace
 
-const char* isa_name(Isa isa) {
-    switch (isa) {
-    case Isa::kRef:
-        return "ref";
-    case Isa::kAvx2:
-        return "avx2";
-    case Isa::kAvx512:
-        return "avx512";
-    }
-    return "?";
-}
-
-bool parse_isa(std::string_view name, Isa* isa) {
-    for (Isa i : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
-        if (name == isa_name(i)) {
-            *isa = i;
-            return true;
-        }
-    }
-    return false;
-}
-
-bool isa_supported(Isa isa) {
-    switch (isa) {
-    case Isa::kRef:
-        return true;
-    case Isa::kAvx2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-    case Isa::kAvx512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    }
-    return false;
-}
-
-Isa best_isa() {
-    if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
-    if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;
-    return Isa::kRef;
-}
-
-Isa active_isa() {
-    const int forced = g_forced.load(std::memory_order_relaxed);
-    if (forced != kNoIsa) return static_cast<Isa>(forced);
-    static const Isa initial = initial_isa();
-    return initial;
-}
-
-void set_active_isa(Isa isa) {
-    DI_CHECK(isa_supported(isa)) << "ISA " << isa_name(isa) << " is not supported by this CPU";
-    g_forced.store(static_cast<int>(isa), std::memory_order_relaxed);
-}
-
 void matmul(const MatmulArgs& a) {
     matmul_isa(a, active_isa());
 }
@@ -625,13 +545,11 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     // Small problems are not worth waking the pool.
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
     if (fast_fp8_int8_fits(a, isa)) {
-        static const detail::GemmQTable g = int8_gemm_table();
-        matmul_int8(a, pool, serial, g.fp8);
+        matmul_int8(a, pool, serial, int8_gemm_table().fp8);
         return;
     }
     if (fast_bf16_int8_fits(a, isa)) {
-        static const detail::GemmQTable g = int8_gemm_table();
-        matmul_int8(a, pool, serial, g.bf16);
+        matmul_int8(a, pool, serial, int8_gemm_table().bf16);
         return;
     }
     if (fast_bf16_fits(a, isa)) {
@@ -641,11 +559,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     if (fast_fits(a, isa)) {
         // The GEMM of gemm_int8.h where the CPU has VBMI (AMX where it has that), else
         // linear_avx512_vnni.cpp's (VNNI only).
-        static const detail::GemmQTable g = int8_gemm_table();
         if (a.n <= kGemvMaxTokens)
             gemv_int8(a, pool, serial);
         else if (fp8_int8_supported())
-            matmul_int8(a, pool, serial, g.fp4);
+            matmul_int8(a, pool, serial, int8_gemm_table().fp4);
         else
             matmul_int8_u8(a, pool, serial);
         return;
@@ -714,90 +631,6 @@ void matmul_multi_isa(std::span<const MatmulArgs> args, Isa isa) {
         multi_gemv_bf16(args, pool, serial);
     else
         multi_gemv_f32(args, table(isa), pool, serial);
-}
-
-void set_default_numerics(Numerics numerics) {
-    g_numerics.store(numerics == Numerics::kDefault ? Numerics::kExact : numerics, std::memory_order_relaxed);
-}
-
-Numerics default_numerics() {
-    return g_numerics.load(std::memory_order_relaxed);
-}
-
-const char* numerics_name(Numerics numerics) {
-    switch (numerics) {
-    case Numerics::kDefault:
-        return "default";
-    case Numerics::kExact:
-        return "exact";
-    case Numerics::kFast:
-        return "fast";
-    }
-    return "?";
-}
-
-bool parse_numerics(std::string_view name, Numerics* numerics) {
-    for (Numerics n : {Numerics::kExact, Numerics::kFast}) {
-        if (name == numerics_name(n)) {
-            *numerics = n;
-            return true;
-        }
-    }
-    return false;
-}
-
-bool int8_supported() {
-    return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
-}
-
-bool int8_gemv_supported() {
-    return isa_supported(Isa::kAvx512);
-}
-
-bool fp8_int8_supported() {
-    return int8_supported() && __builtin_cpu_supports("avx512vbmi");
-}
-
-bool amx_supported() {
-    static const bool yes = [] {
-        if (!fp8_int8_supported()) return false;
-        const char* env = std::getenv("DEEPINFER_AMX");
-        if (env != nullptr && std::string_view(env) == "0") return false;
-        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-        if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-        if (((edx >> 24) & 1) == 0 || ((edx >> 25) & 1) == 0) return false; // AMX-TILE, AMX-INT8
-        // Linux (5.16+) enables the 8 KiB tile state per process on request (ARCH_REQ_XCOMP_PERM for
-        // XFEATURE_XTILEDATA); refused (an older kernel, a hypervisor without it) means no AMX.
-        constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-        return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
-    }();
-    return yes;
-}
-
-namespace {
-std::atomic<int> g_rows_in_l1{-1}; // force_gemv_rows_in_l1's mode
-} // namespace
-
-void detail::force_gemv_rows_in_l1(int mode) {
-    g_rows_in_l1.store(mode, std::memory_order_relaxed);
-}
-
-bool detail::gemv_rows_in_l1() {
-    if (const int forced = g_rows_in_l1.load(std::memory_order_relaxed); forced >= 0) return forced == 1;
-    static const bool yes = [] {
-        const char* env = std::getenv("DEEPINFER_GEMV_ACC");
-        if (env != nullptr && std::string_view(env) == "l1") return true;
-        if (env != nullptr && std::string_view(env) == "registers") return false;
-        if (env != nullptr && *env != '\0') {
-            DI_LOG(Warn) << "DEEPINFER_GEMV_ACC=" << env << " is not one of l1|registers; ignored";
-        }
-        return __builtin_cpu_is("amd") != 0;
-    }();
-    return yes;
-}
-
-bool bf16_supported() {
-    return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
 }
 
 } // namespace deepinfer::kernels::cpu

@@ -130,16 +130,13 @@ template <bool kFp8, int R> void rows(const MatmulArgs& a, int64_t r, const uint
 // 34.6 -> 21.0 (0/20). It reads 2 bytes of activations per weight byte where the tile reads half a byte,
 // and 16 KiB of them no longer stay in L1 beside the streamed weights.
 //
-// FP8 takes it on AMD cores only. On an Intel Xeon with AVX-512 BF16 and AMX (2 vCPUs, 2026-12-02,
+// FP8 takes it on AMD cores only (amd_cpu). On an Intel Xeon with AVX-512 BF16 and AMX (2 vCPUs, 2026-12-02,
 // linear_bench --only decode --format fp8_128, 2 threads, 512 MiB from DRAM, 2 interleaved rounds, GB/s) the
 // one-row FP8 stream lost to the 4-row tile: 4096 columns 18.9, 18.3 -> 24.2, 25.5; 1024 columns 19.2,
 // 18.0 -> 24.7, 23.3 (flash2 fast decode 16.3-17.0 -> 19.6-21.3 tok/s). BF16 was a tie there (22.5-27.8
 // either way), so it keeps the one-row stream everywhere.
 constexpr int64_t kRow1MaxCols = 4096;
-inline bool fp8_one_row() {
-    static const bool amd = __builtin_cpu_is("amd");
-    return amd;
-}
+
 template <bool kFp8> void row1(const MatmulArgs& a, int64_t r, const uint16_t* xb, float out_scale) {
     const core::Weight& w = *a.w;
     const int64_t cols = w.cols;
@@ -160,7 +157,7 @@ template <bool kFp8> void row1(const MatmulArgs& a, int64_t r, const uint16_t* x
 
 template <bool kFp8>
 void range(const MatmulArgs& a, int64_t r, int64_t end, const uint16_t* xb, float out_scale) {
-    if (a.n == 1 && a.w->cols <= kRow1MaxCols && (!kFp8 || fp8_one_row())) {
+    if (a.n == 1 && a.w->cols <= kRow1MaxCols && (!kFp8 || amd_cpu())) {
         for (; r < end; ++r) row1<kFp8>(a, r, xb, out_scale);
         return;
     }

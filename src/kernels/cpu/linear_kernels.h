@@ -34,6 +34,9 @@ constexpr int64_t kPrefetchAheadBytes = 8192;
 //   behind there and keep the L1 array on every CPU.
 // true on AMD CPUs, false elsewhere; DEEPINFER_GEMV_ACC=l1|registers overrides (read once).
 bool gemv_rows_in_l1();
+// Whether the CPU is AMD's (cached): the loop shapes measured to differ by vendor key on it (this tile's
+// sums, the fast FP8 one-token GEMV's row order, the exact GEMV at prefill counts; docs/kernels.md).
+bool amd_cpu();
 // Tests: 1 / 0 forces gemv_rows_in_l1's answer, -1 restores the default (not for use beside running matmuls).
 void force_gemv_rows_in_l1(int mode);
 constexpr int64_t prefetch_row(int64_t row, int64_t R, int64_t row_bytes, int64_t rows) {
