@@ -242,19 +242,15 @@ bool fast_bf16_fits(const MatmulArgs& a, Isa isa) {
 // 3.6-5.3), so off AMD these formats take the GEMM above kGemvMaxTokens, as every other ISA does: the GEMV
 // and the GEMM sum in different orders (exact numerics either way), and one boundary at kGemvMaxTokens keeps
 // a token's result independent of how a prompt is cut into calls past it (GemmExact.
-// EveryTokenIsComputedAsInAnyTokenSplit), which a second boundary at ~32 tokens would break. Weights of at
-// most kFewRowsGemv rows keep the GEMV on every CPU (BF16, FP8, FP4 as F32), for the F32 reason above (the
-// GEMM's 6-row tiles give the pool a handful of items after transposing the whole activation block): the
-// MoE router (32 x 4096 BF16 on flash2, run `exact` under either numerics) among them.
-constexpr int64_t kFewRowsGemv = 64;
+// EveryTokenIsComputedAsInAnyTokenSplit), which a second boundary at ~32 tokens would break.
+constexpr int64_t kF32GemvMaxRows = 64;
 bool gemv_beats_gemm(const MatmulArgs& a, Isa isa) {
     const core::WeightFormat f = a.w->format;
-    const bool few_rows = a.row_end - a.row_begin <= kFewRowsGemv;
     if (isa != Isa::kAvx512) return false;
-    if (f == core::WeightFormat::kF32) return few_rows;
+    if (f == core::WeightFormat::kF32) return a.row_end - a.row_begin <= kF32GemvMaxRows;
     return (f == core::WeightFormat::kBF16 || f == core::WeightFormat::kFp8Block ||
             f == core::WeightFormat::kFp4Group) &&
-           (few_rows || detail::amd_cpu());
+           detail::amd_cpu();
 }
 
 // Token chunks of kBf16MaxTokens: each chunk's BF16 activations (64 x cols x 2 bytes: 512 KiB at 4096
@@ -377,7 +373,7 @@ void matmul_int8_u8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
 void gemv_f32(const MatmulArgs& a, const detail::KernelTable& k, core::ThreadPool* pool, bool serial) {
     const core::Weight& w = *a.w;
     const int64_t rows = a.row_end - a.row_begin;
-    if (w.format == core::WeightFormat::kF32 && !serial && a.n >= 8 && rows <= kFewRowsGemv) {
+    if (w.format == core::WeightFormat::kF32 && !serial && a.n >= 8 && rows <= kF32GemvMaxRows) {
         // F32 weights of a few rows (the mHC `fn` matrices, 24 x 16384 and 4 x 16384) at prefill token
         // counts: the tokens, not the rows, go to the pool in groups of 4, each thread computing every row
         // for its tokens, so the weights (1.5 MiB) stay in its L2 and its tokens' activations stream once
