@@ -219,7 +219,7 @@ std::vector<double> emulate(const Fp8Weight& s, const std::vector<float>& x, int
 // y [n, ldy] (columns [0, out) for rows r0..) against want [n, out]: NMSE < 1e-11 per output row (rows may
 // differ in magnitude by many binades), an all-zero row exactly, and nothing written past column out.
 void expect_rows_match(const std::vector<float>& y, int64_t ldy, const std::vector<double>& want, int64_t n,
-                       int64_t out, int64_t r0) {
+                       int64_t out, int64_t r0, double tol = 1e-11) {
     std::vector<double> num(out, 0.0), den(out, 0.0);
     int64_t past = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -234,7 +234,7 @@ void expect_rows_match(const std::vector<float>& y, int64_t ldy, const std::vect
         if (den[r] == 0.0)
             EXPECT_EQ(num[r], 0.0) << "row " << r0 + r;
         else
-            EXPECT_LT(num[r] / den[r], 1e-11) << "row " << r0 + r;
+            EXPECT_LT(num[r] / den[r], tol) << "row " << r0 + r;
     }
     EXPECT_EQ(past, 0);
 }
@@ -243,7 +243,7 @@ void expect_rows_match(const std::vector<float>& y, int64_t ldy, const std::vect
 // emulate(x, ldx, r0, r1).
 template <typename Emulate>
 void check_fast_matmul(const core::Weight& w, int64_t n, core::ThreadPool* pool, std::mt19937* rng,
-                       const Emulate& emulate) {
+                       const Emulate& emulate, double tol = 1e-11) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     const int64_t ldx = w.cols + 3, r0 = w.rows / 5, r1 = w.rows, out = r1 - r0, ldy = out + 2;
     std::vector<float> x(n * ldx);
@@ -251,12 +251,22 @@ void check_fast_matmul(const core::Weight& w, int64_t n, core::ThreadPool* pool,
     std::vector<float> y(n * ldy, -7.0f);
     cpu::matmul_isa(MatmulArgs{x.data(), n, ldx, &w, r0, r1, y.data(), ldy, pool, Numerics::kFast},
                     cpu::Isa::kAvx512);
-    expect_rows_match(y, ldy, emulate(x, ldx, r0, r1), n, out, r0);
+    expect_rows_match(y, ldy, emulate(x, ldx, r0, r1), n, out, r0, tol);
 }
+
+// The int8 GEMMs' tests: where the CPU has AMX-BF16, FP8 and BF16 weights at up to kAmxBf16MaxTokens take
+// gemm_amx_bf16.h instead (its own test below); this switches it off for the test's scope.
+struct AmxBf16Off {
+    AmxBf16Off() { cpu::detail::force_amx_bf16_off(0); }
+    ~AmxBf16Off() { cpu::detail::force_amx_bf16_off(-1); }
+    AmxBf16Off(const AmxBf16Off&) = delete;
+    AmxBf16Off& operator=(const AmxBf16Off&) = delete;
+};
 
 TEST(GemmInt8, Fp8GemmMatchesItsScalarEmulation) {
     if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512))
         GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
+    const AmxBf16Off int8_only;
     core::ThreadPool pool(2);
     std::mt19937 rng(21);
     struct Case {
@@ -348,6 +358,7 @@ std::vector<double> emulate_bf16(const Bf16Weight& s, const std::vector<float>& 
 TEST(GemmInt8, Bf16GemmMatchesItsScalarEmulation) {
     if (!cpu::fp8_int8_supported() || !cpu::isa_supported(cpu::Isa::kAvx512))
         GTEST_SKIP() << "no AVX-512 VNNI + VBMI";
+    const AmxBf16Off int8_only;
     core::ThreadPool pool(2);
     std::mt19937 rng(25);
     struct Case {
@@ -364,6 +375,77 @@ TEST(GemmInt8, Bf16GemmMatchesItsScalarEmulation) {
                               return emulate_bf16(s, x, c.n, ldx, r0, r1);
                           });
     }
+}
+
+// The AMX-BF16 GEMM (gemm_amx_bf16.h) against its definition: the activations rounded to BF16 (nearest
+// even), the weights exact (FP8: e4m3 x block scale, subnormal codes included; BF16 as stored, subnormal
+// values read as zero, as the tiles read them), the products summed in double. The tiles sum in F32 in
+// their own order, hence NMSE < 1e-9 per row: panel columns paired with the wrong activation columns give
+// ~1, activations truncated instead of rounded ~1e-5. Token counts 9..32 (the one or two 16-token tile
+// groups), rows off the 32-row panels, columns off the 256-column passes (a last pass of 128), 256-column
+// FP8 blocks, a row range inside the weight. An FP8 weight with a block scale outside
+// amx_bf16_fp8_scale_ok takes the int8 GEMM instead (its emulation then holds to 1e-11).
+double bf16_value(uint16_t b) {
+    const float f = core::bf16_to_f32(b);
+    return std::abs(f) < 0x1p-126f ? 0.0 : static_cast<double>(f);
+}
+
+template <typename WeightAt>
+std::vector<double> emulate_amx_bf16(const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols,
+                                     int64_t r0, int64_t r1, const WeightAt& weight_at) {
+    std::vector<double> y(n * (r1 - r0), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = r0; r < r1; ++r) {
+            double sum = 0.0;
+            for (int64_t c = 0; c < cols; ++c)
+                sum += bf16_value(core::f32_to_bf16(x[i * ldx + c])) * weight_at(r, c);
+            y[i * (r1 - r0) + r - r0] = sum;
+        }
+    return y;
+}
+
+TEST(GemmAmxBf16, Fp8AndBf16MatchTheirScalarEmulation) {
+    if (!cpu::amx_bf16_supported()) GTEST_SKIP() << "no AMX-BF16";
+    ASSERT_TRUE(cpu::detail::amx_bf16_enabled());
+    core::ThreadPool pool(2);
+    std::mt19937 rng(31);
+    struct Case {
+        int64_t rows, cols;
+        int bc;
+        int64_t n;
+    };
+    for (const Case& c :
+         {Case{7, 128, 128, 9}, Case{50, 256, 128, 16}, Case{130, 640, 256, 32}, Case{97, 384, 128, 17},
+          Case{61, 1024, 128, 31}, Case{40, 4096, 128, 24}, Case{300, 512, 128, 32}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
+        const Fp8Weight f = random_fp8(c.rows, c.cols, c.bc, &rng);
+        check_fast_matmul(
+            f.w, c.n, &pool, &rng,
+            [&](const std::vector<float>& x, int64_t ldx, int64_t r0, int64_t r1) {
+                return emulate_amx_bf16(x, c.n, ldx, c.cols, r0, r1, [&](int64_t r, int64_t col) {
+                    const uint8_t sb = f.scale[r / 128 * f.w.scale_cols() + col / c.bc];
+                    return static_cast<double>(core::fp8_e4m3_to_f32(f.data[r * c.cols + col])) *
+                           std::ldexp(1.0, sb - 127);
+                });
+            },
+            1e-9);
+        const Bf16Weight b = random_bf16(c.rows, c.cols, &rng);
+        check_fast_matmul(
+            b.w, c.n, &pool, &rng,
+            [&](const std::vector<float>& x, int64_t ldx, int64_t r0, int64_t r1) {
+                return emulate_amx_bf16(x, c.n, ldx, c.cols, r0, r1, [&](int64_t r, int64_t col) {
+                    return bf16_value(b.data[r * c.cols + col]);
+                });
+            },
+            1e-9);
+    }
+    // One block scale out of range (2^-118: e4m3 subnormals would be BF16 subnormals): the int8 GEMM.
+    Fp8Weight f = random_fp8(64, 256, 128, &rng);
+    f.scale[1] = 9;
+    check_fast_matmul(f.w, 20, &pool, &rng,
+                      [&](const std::vector<float>& x, int64_t ldx, int64_t r0, int64_t r1) {
+                          return emulate(f, x, 20, ldx, r0, r1);
+                      });
 }
 
 // FP4 e2m1 (group 32): 2 x e2m1 is an exact int8, so the fast GEMM is the exact weights times the int8

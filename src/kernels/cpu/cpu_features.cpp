@@ -23,6 +23,7 @@ constexpr int kNoIsa = -1;
 std::atomic<int> g_forced{kNoIsa};
 std::atomic<Numerics> g_numerics{Numerics::kExact};
 std::atomic<int> g_rows_in_l1{-1}; // force_gemv_rows_in_l1's mode
+std::atomic<int> g_amx_bf16{-1};   // force_amx_bf16_off's mode
 
 Isa initial_isa() {
     const char* env = std::getenv("DEEPINFER_ISA");
@@ -153,6 +154,26 @@ bool amx_supported() {
         return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
     }();
     return yes;
+}
+
+bool amx_bf16_supported() {
+    static const bool yes = [] {
+        if (!amx_supported() || !bf16_supported()) return false;
+        const char* env = std::getenv("DEEPINFER_AMX_BF16");
+        if (env != nullptr && std::string_view(env) == "0") return false;
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+        return ((edx >> 22) & 1) != 0; // AMX-BF16 (the tile state was granted by amx_supported())
+    }();
+    return yes;
+}
+
+bool detail::amx_bf16_enabled() {
+    return g_amx_bf16.load(std::memory_order_relaxed) != 0 && amx_bf16_supported();
+}
+
+void detail::force_amx_bf16_off(int mode) {
+    g_amx_bf16.store(mode, std::memory_order_relaxed);
 }
 
 void detail::force_gemv_rows_in_l1(int mode) {

@@ -504,6 +504,10 @@ void amx_configure() {
         c.colsb[i] = 64;
         c.rows[i] = 16;
     }
+    // GCC's _tile_loadconfig names only the first 8 bytes of the configuration as its memory operand, so
+    // the stores to the rest could be dropped as dead (they were, once, in gemm_amx_bf16.cpp: ldtilecfg
+    // then faulted on column widths of 0). The barrier keeps every store.
+    asm volatile("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
 }
 

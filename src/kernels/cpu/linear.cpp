@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/gemm_amx_bf16.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/linear_kernels.h"
 #include "kernels/cpu/work_split.h"
@@ -140,7 +141,8 @@ void reserve_thread_scratch(int64_t n, int64_t cols) {
     // the int8 quantized activations and scales, the F32 and int8 GEMM panels.
     const int64_t need =
         std::max({n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
-                  detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad)});
+                  detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad),
+                  detail::amx_bf16_scratch_floats(n_pad)});
     for (int i = 0; i < 4; ++i) {
         std::vector<float>& buf = scratch(i);
         if (buf.size() < static_cast<size_t>(need)) buf.resize(static_cast<size_t>(need));
@@ -202,6 +204,21 @@ bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
     const core::Weight& w = *a.w;
     return fast_int8_gemm_counts(a, isa) && w.format == core::WeightFormat::kFp8Block &&
            w.block_cols % detail::kQBlock == 0 && w.cols % detail::kQBlock == 0;
+}
+
+// FP8-block (whole 128-column blocks, every block scale of the rows in amx_bf16_fp8_scale_ok's range) and
+// BF16 weights at the int8 GEMMs' token counts where the CPU has AMX-BF16: gemm_amx_bf16.h instead.
+bool fast_amx_bf16_fits(const MatmulArgs& a, Isa isa) {
+    const core::Weight& w = *a.w;
+    if (!detail::amx_bf16_enabled() || !fast_int8_gemm_counts(a, isa) || a.n > detail::kAmxBf16MaxTokens ||
+        w.cols % detail::kQBlock != 0)
+        return false;
+    if (w.format == core::WeightFormat::kBF16) return true;
+    if (w.format != core::WeightFormat::kFp8Block || w.block_cols % detail::kQBlock != 0) return false;
+    const int64_t sc = w.scale_cols(), sr0 = a.row_begin / w.block_rows, sr1 = (a.row_end - 1) / w.block_rows;
+    for (int64_t i = sr0 * sc; i < (sr1 + 1) * sc; ++i)
+        if (!detail::amx_bf16_fp8_scale_ok(w.scale[i])) return false;
+    return true;
 }
 
 // BF16 weights, each row's 128-column blocks requantized to int8 in its panel (where the BF16 GEMV,
@@ -349,6 +366,35 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
     serial ? quant(0, n_pad / pad) : pool->parallel_for(n_pad / pad, std::ref(quant));
     int8_gemm_rows(a, pool, serial, n_pad,
                    [&](int64_t r0, int64_t r1, float* s) { gemm(a, r0, r1, xq, xs, seed, n_pad, s); });
+}
+
+// The AMX-BF16 GEMM (gemm_amx_bf16.h): the activations rounded to BF16 in the weight's panel order once per
+// call (over the pool in groups of 16 tokens), then guided chunks of whole 32-row panels (so every row is
+// computed by the same tile code whatever the split).
+void matmul_amx_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
+    static const detail::AmxBf16Table t = detail::avx512_amx_bf16_table();
+    const core::Weight& w = *a.w;
+    const bool fp8 = w.format == core::WeightFormat::kFp8Block;
+    const int64_t n_pad = (a.n + 15) / 16 * 16, rows = a.row_end - a.row_begin;
+    std::vector<float>& buf = scratch(3); // xb [cols / 2, n_pad, 2] BF16
+    buf.resize(static_cast<size_t>(w.cols * n_pad / 2));
+    auto* xb = reinterpret_cast<uint16_t*>(buf.data());
+    const detail::AmxBf16PrepareFn prepare = fp8 ? t.prepare_fp8 : t.prepare_bf16;
+    auto prep = [&](int64_t b, int64_t e) { prepare(a, b * 16, e * 16, n_pad, xb); };
+    serial ? prep(0, n_pad / 16) : pool->parallel_for(n_pad / 16, std::ref(prep));
+    const detail::AmxBf16GemmFn gemm = fp8 ? t.fp8 : t.bf16;
+    auto body = [&](int64_t b, int64_t e) {
+        std::vector<float>& s = scratch(2);
+        const auto need = static_cast<size_t>(detail::amx_bf16_scratch_floats(n_pad));
+        if (s.size() < need) s.resize(need);
+        gemm(a, b * 4, std::min(e * 4, rows), xb, n_pad, s.data());
+    };
+    constexpr int64_t kPanelGroups = detail::kAmxBf16RowTile / 4;
+    const int64_t groups = (rows + 3) / 4;
+    if (serial)
+        body(0, groups);
+    else
+        guided_chunks(pool, groups, kPanelGroups, 2 * kPanelGroups, body);
 }
 
 // The older FP4 int8 GEMM (linear_avx512_vnni.cpp: CPUs with VNNI but not VBMI), activations as u8 in
@@ -544,6 +590,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     const detail::KernelTable& k = table(isa);
     // Small problems are not worth waking the pool.
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
+    if (fast_amx_bf16_fits(a, isa)) {
+        matmul_amx_bf16(a, pool, serial);
+        return;
+    }
     if (fast_fp8_int8_fits(a, isa)) {
         matmul_int8(a, pool, serial, int8_gemm_table().fp8);
         return;

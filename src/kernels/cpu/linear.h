@@ -54,6 +54,10 @@ bool fp8_int8_supported();
 // FP8-block, BF16 and FP4 weights through AMX tiles (bit-identical to VNNI), and FP8-block and BF16 take
 // them from kAmxMinTokens tokens.
 bool amx_supported();
+// amx_supported(), AVX-512 BF16 and AMX-BF16, and not switched off by DEEPINFER_AMX_BF16=0: Numerics::kFast
+// runs FP8-block and BF16 weights from kAmxMinTokens tokens through gemm_amx_bf16.h (tdpbf16ps, F32 sums
+// over all columns) instead of the int8 tile GEMM.
+bool amx_bf16_supported();
 
 // Grows the calling thread's matmul scratch (kept per thread, grown on first use) to what any matmul of up
 // to n tokens and `cols` columns needs, so that later calls on this thread allocate nothing. For threads

@@ -39,6 +39,11 @@ bool gemv_rows_in_l1();
 bool amd_cpu();
 // Tests: 1 / 0 forces gemv_rows_in_l1's answer, -1 restores the default (not for use beside running matmuls).
 void force_gemv_rows_in_l1(int mode);
+// Whether Numerics::kFast takes the AMX-BF16 GEMM (gemm_amx_bf16.h) where it fits: amx_bf16_supported(),
+// unless a test forced it off. Tests: 0 forces it off (the int8 GEMMs run instead), -1 restores the
+// default (not for use beside running matmuls).
+bool amx_bf16_enabled();
+void force_amx_bf16_off(int mode);
 constexpr int64_t prefetch_row(int64_t row, int64_t R, int64_t row_bytes, int64_t rows) {
     const int64_t tile = R * row_bytes;
     const int64_t ahead = tile >= kPrefetchAheadBytes || tile <= 0 ? R : R * (kPrefetchAheadBytes / tile);
