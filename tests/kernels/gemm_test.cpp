@@ -464,7 +464,8 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
     for (const Case& c :
          {Case{50, 256, 17, 120, 123}, Case{97, 512, 100, 119, 122}, Case{13, 128, 9, 110, 130},
           Case{61, 384, 64, 100, 140}, Case{48, 256, 33, 0, 3}, Case{25, 256, 24, 119, 121},
-          Case{31, 128, 72, 100, 140}, Case{20, 256, 56, 120, 122}}) {
+          Case{31, 128, 72, 100, 140}, Case{20, 256, 56, 120, 122}, Case{40, 256, 6, 119, 121},
+          Case{70, 384, 8, 100, 140}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n) +
                      " scales " + std::to_string(c.lo_scale) + ".." + std::to_string(c.hi_scale));
         const Fp4Weight ws = random_fp4(c.rows, c.cols, c.lo_scale, c.hi_scale, &rng);

@@ -101,7 +101,7 @@ TEST(GemvInt8, Fp4MatchesTheInt8Emulation) {
     std::uniform_int_distribution<int> byte(0, 255), sc(116, 132);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (int64_t cols : {128, 512, 4096}) {
-        for (int64_t n = 1; n <= cpu::kGemvMaxTokens; ++n) {
+        for (int64_t n = 1; n <= cpu::fast_fp4_gemv_max_tokens(); ++n) {
             SCOPED_TRACE("cols=" + std::to_string(cols) + " n=" + std::to_string(n));
             Fp4Weight s = fp4_weight(37, cols); // 37 rows: a 1-row tail after the 4-row tiles
             for (uint8_t& b : s.data) b = static_cast<uint8_t>(byte(rng));

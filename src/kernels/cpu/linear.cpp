@@ -209,9 +209,10 @@ bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
 // FP8-block (whole 128-column blocks, every block scale of the rows in amx_bf16_fp8_scale_ok's range) and
 // BF16 weights at the int8 GEMMs' token counts where the CPU has AMX-BF16: gemm_amx_bf16.h instead.
 bool fast_amx_bf16_fits(const MatmulArgs& a, Isa isa) {
+    const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
-    if (!detail::amx_bf16_enabled() || !fast_int8_gemm_counts(a, isa) || a.n > detail::kAmxBf16MaxTokens ||
-        w.cols % detail::kQBlock != 0)
+    if (num != Numerics::kFast || isa != Isa::kAvx512 || !detail::amx_bf16_enabled() ||
+        a.n < kAmxBf16MinTokens || a.n > detail::kAmxBf16MaxTokens || w.cols % detail::kQBlock != 0)
         return false;
     if (w.format == core::WeightFormat::kBF16) return true;
     if (w.format != core::WeightFormat::kFp8Block || w.block_cols % detail::kQBlock != 0) return false;
@@ -354,8 +355,11 @@ const detail::GemmQTable& int8_gemm_table() {
 void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detail::GemmQ8Fn gemm) {
     const detail::GemmQTable& g = int8_gemm_table();
     const core::Weight& w = *a.w;
-    const int64_t pad = detail::kGemmQPad, n_pad = (a.n + pad - 1) / pad * pad,
-                  nkb = w.cols / detail::kQBlock;
+    // On AMX at most 8 tokens are padded to 16: a lone group of 8 (xq's token stride 32 bytes, the tiles
+    // still 16 tokens wide) ran FP4 at 0.73-0.84 ms per 2048 x 4096 matrix against 0.43-0.46 padded
+    // (gemm_bench, one core).
+    const int64_t pad = detail::kGemmQPad, nkb = w.cols / detail::kQBlock,
+                  n_pad = amx_supported() && a.n <= pad ? 2 * pad : (a.n + pad - 1) / pad * pad;
     // xq [cols / 4, n_pad, 4] bytes, xs [nkb, n_pad], seed [nkb, 5, n_pad]
     std::vector<float>& buf = scratch(3);
     buf.resize(static_cast<size_t>(detail::gemm_q8_act_floats(n_pad, w.cols)));
@@ -483,6 +487,7 @@ enum class MultiPath { kNone, kGemvF32, kGemvBf16 };
 
 MultiPath multi_path(const MatmulArgs& a, Isa isa, const detail::KernelTable& k) {
     if (isa == Isa::kRef || a.n > kGemvMaxTokens || a.row_end == a.row_begin) return MultiPath::kNone;
+    if (fast_amx_bf16_fits(a, isa)) return MultiPath::kNone;
     if (fast_bf16_fits(a, isa)) return MultiPath::kGemvBf16;
     if (fast_fits(a, isa)) return MultiPath::kNone;
     return k.fits(a) ? MultiPath::kGemvF32 : MultiPath::kNone;
@@ -558,6 +563,10 @@ void multi_gemv_bf16(std::span<const MatmulArgs> args, core::ThreadPool* pool, b
 
 } // namespace
 
+int64_t fast_fp4_gemv_max_tokens() {
+    return amx_supported() ? kAmxFp4MinTokens - 1 : kGemvMaxTokens;
+}
+
 void matmul(const MatmulArgs& a) {
     matmul_isa(a, active_isa());
 }
@@ -609,7 +618,7 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     if (fast_fits(a, isa)) {
         // The GEMM of gemm_int8.h where the CPU has VBMI (AMX where it has that), else
         // linear_avx512_vnni.cpp's (VNNI only).
-        if (a.n <= kGemvMaxTokens)
+        if (a.n <= fast_fp4_gemv_max_tokens())
             gemv_int8(a, pool, serial);
         else if (fp8_int8_supported())
             matmul_int8(a, pool, serial, int8_gemm_table().fp4);

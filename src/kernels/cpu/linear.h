@@ -78,5 +78,17 @@ constexpr int64_t kGemvMaxTokens = 8;
 constexpr int64_t kInt8OverBf16Tokens = 28;
 // The same threshold where amx_supported(): the tile GEMM leaves the BF16 GEMV behind from fewer tokens.
 constexpr int64_t kAmxMinTokens = 9;
+// Where amx_supported(): FP4 weights take the int8 tile GEMM from this many tokens instead of the int8 GEMV
+// (one core, 2048 x 4096, gemm_bench, ms per matrix, GEMV / tiles: 4 tokens 0.30-0.34 / 0.43, 5 0.42-0.47 /
+// 0.45, 6 0.52 / 0.44-0.46, 8 0.60-0.73 / 0.46-0.52).
+constexpr int64_t kAmxFp4MinTokens = 6;
+// The most tokens Numerics::kFast runs FP4 weights through the int8 GEMV on this CPU (kAmxFp4MinTokens - 1
+// where amx_supported(), else kGemvMaxTokens).
+int64_t fast_fp4_gemv_max_tokens();
+// Where amx_bf16_supported(): FP8-block and BF16 weights take the AMX-BF16 GEMM (gemm_amx_bf16.h) from this
+// many tokens up to its 32, instead of the BF16 GEMV (FP8 GEMV / tiles: 3 tokens 0.65-0.69 / 0.66-0.73, 4
+// 0.83-0.85 / 0.64-0.76, 6 1.29-1.31 / 0.70; BF16 4 1.17 / 1.06-1.08) or the int8 tile GEMM (FP8 at 16:
+// 0.86-0.90 / 0.81; BF16 1.80-1.87 / 1.17-1.40).
+constexpr int64_t kAmxBf16MinTokens = 4;
 
 } // namespace deepinfer::kernels::cpu
