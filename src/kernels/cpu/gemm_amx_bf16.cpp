@@ -141,41 +141,56 @@ template <bool kFp8> struct Decoder {
             }
         }
     }
+    // Units go block by block (all 32 rows of block 0, then of block 1): the rows of a panel share their
+    // block scales (within one FP8 row block), so the four table vectors are reloaded only when the scale
+    // changes. The loop keeps its state in locals (as members it was stored and reloaded per unit).
     void run(int64_t count) {
-        for (const int64_t end = min64(units, unit + count); unit < end; ++unit) {
-            decode(cur_m, cur_b);
-            if (++cur_b == blocks) {
-                cur_b = 0;
-                ++cur_m;
+        int64_t u = unit, m = cur_m, b = cur_b;
+        const int64_t end = min64(units, u + count);
+        if (u >= end) return;
+        [[maybe_unused]] const Fp8Bf16Tables& t = fp8_tables();
+        [[maybe_unused]] const uint8_t* loaded = nullptr;
+        [[maybe_unused]] __m512i h0, h1, l0, l1;
+        const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+        const int64_t esize = kFp8 ? 1 : 2;
+        for (; u < end; ++u) {
+            if (b == 0 && prefetch_k >= 0 && m < prefetch_rows) {
+                const char* p =
+                    static_cast<const char*>(w->data) + ((prefetch_row0 + m) * w->cols + prefetch_k) * esize;
+                for (int64_t l = 0; l < prefetch_kc * esize; l += 64) _mm_prefetch(p + l, _MM_HINT_T1);
+            }
+            uint16_t* dst = panel + m * kAmxBf16Kc + b * kQBlock;
+            if constexpr (kFp8) {
+                const uint8_t* code = src[m] + b * kQBlock;
+                const uint8_t* tab = t.tab[srow[m][scol[b]]][0];
+                if (tab != loaded) {
+                    h0 = _mm512_load_si512(tab);
+                    h1 = _mm512_load_si512(tab + 64);
+                    l0 = _mm512_load_si512(tab + 128);
+                    l1 = _mm512_load_si512(tab + 192);
+                    loaded = tab;
+                }
+                for (int64_t q = 0; q < kQBlock; q += 64) {
+                    const __m512i c = _mm512_loadu_si512(code + q);
+                    const __m512i hi =
+                        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(h0, c, h1), c, sign, 0xf8);
+                    const __m512i lo = _mm512_permutex2var_epi8(l0, c, l1);
+                    _mm512_store_si512(dst + q, _mm512_unpacklo_epi8(lo, hi));
+                    _mm512_store_si512(dst + q + 32, _mm512_unpackhi_epi8(lo, hi));
+                }
+            } else {
+                const auto* v = reinterpret_cast<const uint16_t*>(src[m]) + b * kQBlock;
+                for (int64_t q = 0; q < kQBlock; q += 32)
+                    _mm512_store_si512(dst + q, _mm512_loadu_si512(v + q));
+            }
+            if (++m == kAmxBf16RowTile) {
+                m = 0;
+                ++b;
             }
         }
-    }
-    void decode(int64_t m, int64_t b) const {
-        if (b == 0 && prefetch_k >= 0 && m < prefetch_rows) {
-            const int64_t esize = kFp8 ? 1 : 2;
-            const char* p =
-                static_cast<const char*>(w->data) + ((prefetch_row0 + m) * w->cols + prefetch_k) * esize;
-            for (int64_t l = 0; l < prefetch_kc * esize; l += 64) _mm_prefetch(p + l, _MM_HINT_T1);
-        }
-        uint16_t* dst = panel + m * kAmxBf16Kc + b * kQBlock;
-        if constexpr (kFp8) {
-            const uint8_t* code = src[m] + b * kQBlock;
-            const uint8_t(*tab)[128] = fp8_tables().tab[srow[m][scol[b]]];
-            const __m512i h0 = _mm512_load_si512(tab[0]), h1 = _mm512_load_si512(tab[0] + 64);
-            const __m512i l0 = _mm512_load_si512(tab[1]), l1 = _mm512_load_si512(tab[1] + 64);
-            const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
-            for (int64_t q = 0; q < kQBlock; q += 64) {
-                const __m512i c = _mm512_loadu_si512(code + q);
-                const __m512i hi =
-                    _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(h0, c, h1), c, sign, 0xf8);
-                const __m512i lo = _mm512_permutex2var_epi8(l0, c, l1);
-                _mm512_store_si512(dst + q, _mm512_unpacklo_epi8(lo, hi));
-                _mm512_store_si512(dst + q + 32, _mm512_unpackhi_epi8(lo, hi));
-            }
-        } else {
-            const auto* v = reinterpret_cast<const uint16_t*>(src[m]) + b * kQBlock;
-            for (int64_t q = 0; q < kQBlock; q += 32) _mm512_store_si512(dst + q, _mm512_loadu_si512(v + q));
-        }
+        unit = u;
+        cur_m = m;
+        cur_b = b;
     }
 };
 

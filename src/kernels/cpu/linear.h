@@ -51,12 +51,13 @@ bool bf16_supported(); // AVX-512 BF16 (vdpbf16ps): Numerics::kFast for BF16 wei
 // int8 GEMMs of gemm_int8.h at GEMM token counts (FP4 without VBMI: linear_avx512_vnni.cpp's GEMM).
 bool fp8_int8_supported();
 // AMX-TILE + AMX-INT8, granted by the kernel, and not switched off by DEEPINFER_AMX=0: those int8 GEMMs run
-// FP8-block, BF16 and FP4 weights through AMX tiles (bit-identical to VNNI), and FP8-block and BF16 take
-// them from kAmxMinTokens tokens.
+// FP8-block, BF16 and FP4 weights through AMX tiles (bit-identical to VNNI); FP4 takes them from
+// kAmxFp4MinTokens tokens, FP8-block and BF16 from kAmxMinTokens (where amx_bf16_supported() is false;
+// where it is true, from past kAmxBf16MaxTokens = 32).
 bool amx_supported();
 // amx_supported(), AVX-512 BF16 and AMX-BF16, and not switched off by DEEPINFER_AMX_BF16=0: Numerics::kFast
-// runs FP8-block and BF16 weights from kAmxMinTokens tokens through gemm_amx_bf16.h (tdpbf16ps, F32 sums
-// over all columns) instead of the int8 tile GEMM.
+// runs FP8-block and BF16 weights at kAmxBf16MinTokens..32 tokens through gemm_amx_bf16.h (tdpbf16ps, F32
+// sums over all columns) instead of the BF16 GEMV or the int8 tile GEMM.
 bool amx_bf16_supported();
 
 // Grows the calling thread's matmul scratch (kept per thread, grown on first use) to what any matmul of up
