@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/weight.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/transpose_avx512.h"
 
 namespace deepinfer::kernels::cpu::detail::gemm_amx_bf16 {
@@ -194,27 +195,9 @@ template <bool kFp8> struct Decoder {
     }
 };
 
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-
 // Tiles 0-3: C (rows 0-15 / 16-31 x tokens 0-15 / 16-31), 4-5: A (the panel's two 16-row halves, 32
-// columns), 6-7: B (16 pair rows x 16 tokens, the two token groups). All 16 rows x 64 bytes.
-void configure() {
-    TileConfig c;
-    for (int i = 0; i < 8; ++i) {
-        c.colsb[i] = 64;
-        c.rows[i] = 16;
-    }
-    // GCC's _tile_loadconfig names only the first 8 bytes of the configuration as its memory operand, so
-    // the stores to the rest could be dropped as dead (they were, once, in gemm_amx_bf16.cpp: ldtilecfg
-    // then faulted on column widths of 0). The barrier keeps every store.
-    asm volatile("" : : "r"(&c) : "memory");
-    _tile_loadconfig(&c);
-}
+// columns), 6-7: B (16 pair rows x 16 tokens, the two token groups), all 16 rows x 64 bytes
+// (amx_configure_16x64).
 
 // C tiles (+)= panel [32, kc] x xb's pair rows [k0 / 2, (k0 + kc) / 2), one group of 16 or 32 tokens, with
 // dec.run() between the column steps (its whole pass spread over them). The C tiles stay in the tile unit
@@ -276,22 +259,6 @@ void panel_pass(const uint16_t* panel, int64_t kc, const uint16_t* xb, int64_t k
     }
 }
 
-// y rows [rt, rt + rows) of tokens [0, n) from ct [rows, n_pad].
-void store_transposed(const float* ct, int64_t rows, int64_t n, int64_t n_pad, float* y, int64_t ldy) {
-    const int64_t r16 = rows / 16 * 16;
-    for (int64_t i0 = 0; i0 < n; i0 += 16) {
-        const int64_t cnt = min64(16, n - i0);
-        for (int64_t m0 = 0; m0 < r16; m0 += 16) {
-            __m512 r[16];
-            for (int m = 0; m < 16; ++m) r[m] = _mm512_loadu_ps(ct + (m0 + m) * n_pad + i0);
-            transpose16(r);
-            for (int64_t i = 0; i < cnt; ++i) _mm512_storeu_ps(y + (i0 + i) * ldy + m0, r[i]);
-        }
-    }
-    for (int64_t i = 0; i < n; ++i)
-        for (int64_t m = r16; m < rows; ++m) y[i * ldy + m] = ct[m * n_pad + i];
-}
-
 // The passes (32-row panel, 256 columns) in order, each decoded while the one before it computes.
 template <bool kFp8>
 void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb, int64_t n_pad, float* scratch) {
@@ -301,7 +268,7 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb, int64
     auto* buf = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(ct2 + kAmxBf16RowTile * 16) + 63) &
                                             ~uintptr_t{63}); // two panels [32, Kc]
     uint16_t* panels[2] = {buf, buf + kAmxBf16RowTile * kAmxBf16Kc};
-    configure();
+    amx_configure_16x64();
     const int64_t passes_per_panel = (w.cols + kAmxBf16Kc - 1) / kAmxBf16Kc;
     const int64_t passes = (r1 - r0 + kAmxBf16RowTile - 1) / kAmxBf16RowTile * passes_per_panel;
     auto place = [&](int64_t s, int64_t* rt, int64_t* rows, int64_t* k0, int64_t* kc) {

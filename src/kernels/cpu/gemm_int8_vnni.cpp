@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/weight.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/block_amax_avx512.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/transpose_avx512.h"
@@ -327,25 +328,6 @@ void quantize(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, int8_t
     }
 }
 
-// y[i * ldy + m] = ct[m * n_pad + i] (m < rows, i < n): 16 rows x 16 tokens at a time through registers,
-// so each token's 16 rows leave in one 64-byte store. One scalar store per element filled the store queue
-// while a large output's lines were fetched (wq_b's 16 MiB at 128 tokens); rows past the last 16 scalar.
-void store_transposed(const float* ct, int64_t rows, int64_t n, int64_t n_pad, float* y, int64_t ldy) {
-    const int64_t r16 = rows / 16 * 16;
-    for (int64_t i0 = 0; i0 < n; i0 += 16) {
-        const int64_t cnt = min64(16, n - i0);
-        const __mmask16 k = static_cast<__mmask16>((1u << cnt) - 1);
-        for (int64_t m0 = 0; m0 < r16; m0 += 16) {
-            __m512 r[16];
-            for (int m = 0; m < 16; ++m) r[m] = _mm512_maskz_loadu_ps(k, ct + (m0 + m) * n_pad + i0);
-            detail::transpose16(r);
-            for (int64_t i = 0; i < cnt; ++i) _mm512_storeu_ps(y + (i0 + i) * ldy + m0, r[i]);
-        }
-    }
-    for (int64_t i = 0; i < n; ++i)
-        for (int64_t m = r16; m < rows; ++m) y[i * ldy + m] = ct[m * n_pad + i];
-}
-
 // acc += the 64 u8 x s8 products of u and s, summed by 4 (vpdpbusd). Inline asm: GCC 12 copies the
 // accumulator around every _mm512_dpbusd_epi32 and, past 16 accumulators, spills them (see
 // docs/kernels.md).
@@ -490,26 +472,7 @@ void micro_dispatch(int mr, int nv, bool half, const Panel& p, int64_t m0, const
 // results are bit-identical to it. Tiles: 0-1 C, 2-3 A (the two 64-column halves), 4-7 B (2 token groups x
 // 2 halves). Reads past the panel's `rows` (stale panel rows, up to kQRowTile) and past the last token of
 // n_pad (the next xq row, or xs after the last) are never stored.
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
 static_assert(kQRowTile % 16 == 0, "AMX reads whole 16-row tiles of the panel");
-
-void amx_configure() {
-    TileConfig c;
-    for (int i = 0; i < 8; ++i) {
-        c.colsb[i] = 64;
-        c.rows[i] = 16;
-    }
-    // GCC's _tile_loadconfig names only the first 8 bytes of the configuration as its memory operand, so
-    // the stores to the rest could be dropped as dead (they were, once, in gemm_amx_bf16.cpp: ldtilecfg
-    // then faulted on column widths of 0). The barrier keeps every store.
-    asm volatile("" : : "r"(&c) : "memory");
-    _tile_loadconfig(&c);
-}
 
 // ct rows [m0, m0 + mr), tokens [i0, i0 + nt) (nt <= 16) += C tile cb (16 x 16 int32) + seeds, scaled.
 inline void amx_epilogue(const int32_t* cb, const Panel& p, int64_t m0, int64_t mr, int64_t nt,
@@ -582,7 +545,7 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
     const uint8_t* srow[kQRowTile];
     const uint16_t* wrow16[kQRowTile]; // BF16: each panel row's values
 #ifndef DEEPINFER_GEMM_INT8_EMULATED
-    if constexpr (kAmx) amx_configure(); // the tile configuration is per thread
+    if constexpr (kAmx) amx_configure_16x64(); // the tile configuration is per thread
 #endif
     for (int64_t rt = r0; rt < r1; rt += kQRowTile) {
         const int64_t rows = min64(kQRowTile, r1 - rt);
@@ -628,7 +591,7 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
                 }
             }
         }
-        store_transposed(ct, rows, a.n, n_pad, a.y + rt, a.ldy);
+        detail::store_transposed(ct, rows, a.n, n_pad, a.y + rt, a.ldy);
     }
 #ifndef DEEPINFER_GEMM_INT8_EMULATED
     if constexpr (kAmx) _tile_release();

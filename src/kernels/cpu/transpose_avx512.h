@@ -1,9 +1,11 @@
 #pragma once
-// Transposes in registers: 16 x 16 floats (AVX-512), shared by the int8 GEMM's output store
-// (gemm_int8_vnni.cpp) and attention's key tiles (attention.cpp); 8 x 8 int32 (AVX2), the int8 GEMM's
+// Transposes in registers: 16 x 16 floats (AVX-512), shared by the int8 and AMX-BF16 GEMMs' output store
+// (store_transposed) and attention's key tiles (attention.cpp); 8 x 8 int32 (AVX2), the int8 GEMM's
 // activation quantize. Pure data movement: no rounding.
 
 #include <immintrin.h>
+
+#include <cstdint>
 
 namespace deepinfer::kernels::cpu::detail {
 
@@ -30,6 +32,27 @@ __attribute__((target("avx512f"), always_inline)) inline void transpose16(__m512
         r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
         r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
     }
+}
+
+// y[i * ldy + m] = ct[m * n_pad + i] (m < rows, i < n): 16 rows x 16 tokens at a time through registers,
+// so each token's 16 rows leave in one 64-byte store. One scalar store per element filled the store queue
+// while a large output's lines were fetched (wq_b's 16 MiB at 128 tokens); rows past the last 16 scalar.
+// The output tiles of the int8 and AMX-BF16 GEMMs ([rows, n_pad] floats) into y.
+__attribute__((target("avx512f"))) inline void store_transposed(const float* ct, int64_t rows, int64_t n,
+                                                                int64_t n_pad, float* y, int64_t ldy) {
+    const int64_t r16 = rows / 16 * 16;
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {
+        const int64_t cnt = n - i0 < 16 ? n - i0 : 16;
+        const __mmask16 k = static_cast<__mmask16>((1u << cnt) - 1);
+        for (int64_t m0 = 0; m0 < r16; m0 += 16) {
+            __m512 r[16];
+            for (int m = 0; m < 16; ++m) r[m] = _mm512_maskz_loadu_ps(k, ct + (m0 + m) * n_pad + i0);
+            transpose16(r);
+            for (int64_t i = 0; i < cnt; ++i) _mm512_storeu_ps(y + (i0 + i) * ldy + m0, r[i]);
+        }
+    }
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t m = r16; m < rows; ++m) y[i * ldy + m] = ct[m * n_pad + i];
 }
 
 // r[i] (ymm) = row i of an 8 x 8 int32 block; on return r[j] = its column j.
