@@ -140,6 +140,15 @@ class Load(unittest.TestCase):
                 m1 = s.metrics()
                 rss = s.rss_kib()
                 heap = m1.get("deepinfer_heap_in_use_bytes", 0)
+                # On a loaded machine (CI runs tests side by side) the last connections' buffers can still be
+                # on their way out a second after the last request ended (once: +627 KiB of heap). Poll a
+                # while longer before judging: memory that is held for good never comes back.
+                deadline = time.time() + 15
+                while (heap > heap0 + 64 * 1024 or rss > baseline + 4 * 1024) and time.time() < deadline:
+                    time.sleep(0.5)
+                    m1 = s.metrics()
+                    rss = s.rss_kib()
+                    heap = m1.get("deepinfer_heap_in_use_bytes", 0)
                 print("round %d: %d streams, peak %d open at once, %.1f s, %d prompt + %d completion tokens, "
                       "RSS %d KiB (baseline %d KiB), heap in use %d KiB (baseline %d KiB)" % (
                           round_no, CONCURRENCY, stats["peak"], stats["elapsed"], stats["prompt"],
