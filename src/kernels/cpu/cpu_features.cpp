@@ -25,6 +25,18 @@ std::atomic<Numerics> g_numerics{Numerics::kExact};
 std::atomic<int> g_rows_in_l1{-1}; // force_gemv_rows_in_l1's mode
 std::atomic<int> g_amx_bf16{-1};   // force_amx_bf16_off's mode
 
+// Whether the environment variable is set to "0" (a switch turned off).
+bool env_off(const char* name) {
+    const char* env = std::getenv(name);
+    return env != nullptr && std::string_view(env) == "0";
+}
+
+// CPUID leaf 7, sub-leaf 0, EDX (the AMX bits); 0 where the leaf is missing.
+unsigned cpuid7_edx() {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 ? edx : 0;
+}
+
 Isa initial_isa() {
     const char* env = std::getenv("DEEPINFER_ISA");
     if (env != nullptr && *env != '\0') {
@@ -142,11 +154,8 @@ bool fp8_int8_supported() {
 
 bool amx_supported() {
     static const bool yes = [] {
-        if (!fp8_int8_supported()) return false;
-        const char* env = std::getenv("DEEPINFER_AMX");
-        if (env != nullptr && std::string_view(env) == "0") return false;
-        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-        if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+        if (!fp8_int8_supported() || env_off("DEEPINFER_AMX")) return false;
+        const unsigned edx = cpuid7_edx();
         if (((edx >> 24) & 1) == 0 || ((edx >> 25) & 1) == 0) return false; // AMX-TILE, AMX-INT8
         // Linux (5.16+) enables the 8 KiB tile state per process on request (ARCH_REQ_XCOMP_PERM for
         // XFEATURE_XTILEDATA); refused (an older kernel, a hypervisor without it) means no AMX.
@@ -158,12 +167,8 @@ bool amx_supported() {
 
 bool amx_bf16_supported() {
     static const bool yes = [] {
-        if (!amx_supported() || !bf16_supported()) return false;
-        const char* env = std::getenv("DEEPINFER_AMX_BF16");
-        if (env != nullptr && std::string_view(env) == "0") return false;
-        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-        if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-        return ((edx >> 22) & 1) != 0; // AMX-BF16 (the tile state was granted by amx_supported())
+        if (!amx_supported() || !bf16_supported() || env_off("DEEPINFER_AMX_BF16")) return false;
+        return ((cpuid7_edx() >> 22) & 1) != 0; // AMX-BF16 (the tile state was granted by amx_supported())
     }();
     return yes;
 }

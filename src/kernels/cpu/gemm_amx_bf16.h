@@ -20,8 +20,9 @@ constexpr int64_t kAmxBf16MaxTokens = 32;
 
 // The activations: xb [cols / 2, n_pad, 2] BF16 (AMX's B layout: a pair row holds two columns of 16
 // tokens per 64 bytes), n_pad a multiple of 16, tokens past a.n zero. Column order within each 64-column
-// group is the weight format's panel order (amx_bf16_column: FP8 panels come out of their byte tables
-// interleaved per 8 columns; BF16 weights keep column order). Prepare: tokens [t0, t1), multiples of 16.
+// group is the weight format's panel order (FP8 panels come out of their byte tables interleaved into words
+// per 128-bit lane, so a 64-column group's first 32 positions hold columns 0-7, 16-23, 32-39, 48-55 and the
+// next 32 the others; BF16 weights keep column order). Prepare: tokens [t0, t1), multiples of 16.
 using AmxBf16PrepareFn = void (*)(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n_pad, uint16_t* xb);
 // Output rows [r0, r1) (relative to a.row_begin) for all a.n tokens, scratch of
 // amx_bf16_scratch_floats(n_pad) floats.
@@ -38,16 +39,10 @@ struct AmxBf16Table {
 };
 AmxBf16Table avx512_amx_bf16_table();
 
-// The column of a 64-column group that position q (0..63) of an FP8 panel row holds: the byte tables give
-// 64 codes' high and low bytes, interleaved into words per 128-bit lane (vpunpck{l,h}bw), so the first 32
-// positions hold columns 0-7, 16-23, 32-39, 48-55 and the next 32 the others.
-constexpr int64_t amx_bf16_fp8_column(int64_t q) {
-    return 16 * ((q % 32) / 8) + 8 * (q / 32) + q % 8;
-}
-
 // FP8 block scales (ue8m0) whose every e4m3 value, subnormals included, is a normal BF16 once scaled.
+constexpr int kAmxBf16Fp8ScaleMin = 10, kAmxBf16Fp8ScaleMax = 246;
 constexpr bool amx_bf16_fp8_scale_ok(uint8_t s) {
-    return s >= 10 && s <= 246;
+    return s >= kAmxBf16Fp8ScaleMin && s <= kAmxBf16Fp8ScaleMax;
 }
 
 } // namespace deepinfer::kernels::cpu::detail

@@ -30,6 +30,15 @@ const detail::KernelTable& table(Isa isa) {
     return isa == Isa::kAvx512 ? avx512 : avx2;
 }
 
+// Whether every FP8 block scale of the call's rows (a.row_begin .. a.row_end) lies in [lo, hi].
+bool fp8_scales_within(const MatmulArgs& a, int lo, int hi) {
+    const core::Weight& w = *a.w;
+    const int64_t sr0 = a.row_begin / w.block_rows, sr1 = (a.row_end - 1) / w.block_rows;
+    for (int64_t i = sr0 * w.scale_cols(); i < (sr1 + 1) * w.scale_cols(); ++i)
+        if (w.scale[i] < lo || w.scale[i] > hi) return false;
+    return true;
+}
+
 // Whether every row of this call has a register-decoding GEMV on a kW-float ISA.
 bool gemv_fits(const MatmulArgs& a, int kw) {
     const core::Weight& w = *a.w;
@@ -38,13 +47,8 @@ bool gemv_fits(const MatmulArgs& a, int kw) {
     case core::WeightFormat::kBF16:
     case core::WeightFormat::kF16:
         return true;
-    case core::WeightFormat::kFp8Block: {
-        if (w.block_cols % kw != 0) return false;
-        const int64_t sr0 = a.row_begin / w.block_rows, sr1 = (a.row_end - 1) / w.block_rows;
-        for (int64_t i = sr0 * w.scale_cols(); i < (sr1 + 1) * w.scale_cols(); ++i)
-            if (w.scale[i] < 60 || w.scale[i] > 134) return false; // see kFp8Fold in linear_impl.h
-        return true;
-    }
+    case core::WeightFormat::kFp8Block:
+        return w.block_cols % kw == 0 && fp8_scales_within(a, 60, 134); // see kFp8Fold in linear_impl.h
     case core::WeightFormat::kFp4Group:
         return w.block_cols % (2 * kw) == 0;
     }
@@ -215,11 +219,8 @@ bool fast_amx_bf16_fits(const MatmulArgs& a, Isa isa) {
         a.n < kAmxBf16MinTokens || a.n > detail::kAmxBf16MaxTokens || w.cols % detail::kQBlock != 0)
         return false;
     if (w.format == core::WeightFormat::kBF16) return true;
-    if (w.format != core::WeightFormat::kFp8Block || w.block_cols % detail::kQBlock != 0) return false;
-    const int64_t sc = w.scale_cols(), sr0 = a.row_begin / w.block_rows, sr1 = (a.row_end - 1) / w.block_rows;
-    for (int64_t i = sr0 * sc; i < (sr1 + 1) * sc; ++i)
-        if (!detail::amx_bf16_fp8_scale_ok(w.scale[i])) return false;
-    return true;
+    return w.format == core::WeightFormat::kFp8Block && w.block_cols % detail::kQBlock == 0 &&
+           fp8_scales_within(a, detail::kAmxBf16Fp8ScaleMin, detail::kAmxBf16Fp8ScaleMax);
 }
 
 // BF16 weights, each row's 128-column blocks requantized to int8 in its panel (where the BF16 GEMV,
@@ -322,24 +323,24 @@ void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     for_row_groups(a, pool, serial, body);
 }
 
-// Output rows of an int8 GEMM over the pool: guided chunks of whole 48-row panels (kQRowTile; at least
-// two), so every panel is the same rows whatever the split (an FP4 panel's kernel depends on which rows it
-// holds: gemm_int8.h) and neither core idles for more than a short chunk at the end. gemm(r0, r1, scratch).
+// Output rows of a tile GEMM over the pool: guided chunks of whole panels (panel_rows: the int8 GEMMs'
+// kQRowTile, the AMX-BF16 GEMM's kAmxBf16RowTile; at least two panels), so every panel is the same rows
+// whatever the split (an FP4 panel's kernel depends on which rows it holds: gemm_int8.h) and neither core
+// idles for more than a short chunk at the end. gemm(r0, r1, scratch), scratch of scratch_floats floats.
 template <typename Gemm>
-void int8_gemm_rows(const MatmulArgs& a, core::ThreadPool* pool, bool serial, int64_t n_pad,
-                    const Gemm& gemm) {
+void panel_gemm_rows(const MatmulArgs& a, core::ThreadPool* pool, bool serial, int64_t panel_rows,
+                     int64_t scratch_floats, const Gemm& gemm) {
     const int64_t rows = a.row_end - a.row_begin, micro_rows = (rows + 3) / 4;
     auto body = [&](int64_t b, int64_t e) {
         std::vector<float>& s = scratch(2);
-        const size_t need = static_cast<size_t>(detail::int8_scratch_floats(n_pad));
-        if (s.size() < need) s.resize(need);
+        if (s.size() < static_cast<size_t>(scratch_floats)) s.resize(static_cast<size_t>(scratch_floats));
         gemm(b * 4, std::min(e * 4, rows), s.data());
     };
-    constexpr int64_t kPanelGroups = detail::kQRowTile / 4;
+    const int64_t panel_groups = panel_rows / 4;
     if (serial)
         body(0, micro_rows);
     else
-        guided_chunks(pool, micro_rows, kPanelGroups, 2 * kPanelGroups, body);
+        guided_chunks(pool, micro_rows, panel_groups, 2 * panel_groups, body);
 }
 
 // The int8 GEMMs' table, picked once: AMX (FP8, BF16, FP4) where amx_supported(), else VNNI.
@@ -368,8 +369,8 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
     auto* seed = reinterpret_cast<int32_t*>(xs + nkb * n_pad);
     auto quant = [&](int64_t b, int64_t e) { g.quantize(a, b * pad, e * pad, n_pad, xq, xs, seed); };
     serial ? quant(0, n_pad / pad) : pool->parallel_for(n_pad / pad, std::ref(quant));
-    int8_gemm_rows(a, pool, serial, n_pad,
-                   [&](int64_t r0, int64_t r1, float* s) { gemm(a, r0, r1, xq, xs, seed, n_pad, s); });
+    panel_gemm_rows(a, pool, serial, detail::kQRowTile, detail::int8_scratch_floats(n_pad),
+                    [&](int64_t r0, int64_t r1, float* s) { gemm(a, r0, r1, xq, xs, seed, n_pad, s); });
 }
 
 // The AMX-BF16 GEMM (gemm_amx_bf16.h): the activations rounded to BF16 in the weight's panel order once per
@@ -379,7 +380,7 @@ void matmul_amx_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     static const detail::AmxBf16Table t = detail::avx512_amx_bf16_table();
     const core::Weight& w = *a.w;
     const bool fp8 = w.format == core::WeightFormat::kFp8Block;
-    const int64_t n_pad = (a.n + 15) / 16 * 16, rows = a.row_end - a.row_begin;
+    const int64_t n_pad = (a.n + 15) / 16 * 16;
     std::vector<float>& buf = scratch(3); // xb [cols / 2, n_pad, 2] BF16
     buf.resize(static_cast<size_t>(w.cols * n_pad / 2));
     auto* xb = reinterpret_cast<uint16_t*>(buf.data());
@@ -387,18 +388,8 @@ void matmul_amx_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     auto prep = [&](int64_t b, int64_t e) { prepare(a, b * 16, e * 16, n_pad, xb); };
     serial ? prep(0, n_pad / 16) : pool->parallel_for(n_pad / 16, std::ref(prep));
     const detail::AmxBf16GemmFn gemm = fp8 ? t.fp8 : t.bf16;
-    auto body = [&](int64_t b, int64_t e) {
-        std::vector<float>& s = scratch(2);
-        const auto need = static_cast<size_t>(detail::amx_bf16_scratch_floats(n_pad));
-        if (s.size() < need) s.resize(need);
-        gemm(a, b * 4, std::min(e * 4, rows), xb, n_pad, s.data());
-    };
-    constexpr int64_t kPanelGroups = detail::kAmxBf16RowTile / 4;
-    const int64_t groups = (rows + 3) / 4;
-    if (serial)
-        body(0, groups);
-    else
-        guided_chunks(pool, groups, kPanelGroups, 2 * kPanelGroups, body);
+    panel_gemm_rows(a, pool, serial, detail::kAmxBf16RowTile, detail::amx_bf16_scratch_floats(n_pad),
+                    [&](int64_t r0, int64_t r1, float* s) { gemm(a, r0, r1, xb, n_pad, s); });
 }
 
 // The older FP4 int8 GEMM (linear_avx512_vnni.cpp: CPUs with VNNI but not VBMI), activations as u8 in
@@ -414,8 +405,8 @@ void matmul_int8_u8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     float* xs = buf.data() + xq_floats;
     auto quant = [&](int64_t b, int64_t e) { q.quantize(a, b, e, n_pad, xq, xs); };
     serial ? quant(0, n_pad) : pool->parallel_for(n_pad, std::ref(quant));
-    int8_gemm_rows(a, pool, serial, n_pad,
-                   [&](int64_t r0, int64_t r1, float* s) { q.gemm(a, r0, r1, xq, xs, n_pad, s); });
+    panel_gemm_rows(a, pool, serial, detail::kQRowTile, detail::int8_scratch_floats(n_pad),
+                    [&](int64_t r0, int64_t r1, float* s) { q.gemm(a, r0, r1, xq, xs, n_pad, s); });
 }
 
 // The F32 GEMV: the activations prepared once in the layout the ISA's kernel reads, output rows handed to

@@ -1,0 +1,326 @@
+// The int8 GEMM kernels called through their tables, not the dispatcher (kernels/cpu/gemm_int8.h): the
+// quantization and the FP8 / FP4 / BF16 kernels with VNNI / VBMI emulated (gemm_int8_emulated.cpp, so they
+// are tested on any AVX-512 CPU) against their scalar definitions, and the AMX tile kernels bit for bit
+// against VNNI where the CPU has both.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/dtype.h"
+#include "core/weight.h"
+#include "gemm_test_support.h"
+#include "kernels/cpu/gemm_int8.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/ops.h"
+
+namespace deepinfer::kernels {
+namespace cpu::detail {
+GemmQTable emulated_vnni_gemm_table(); // gemm_int8_emulated.cpp
+} // namespace cpu::detail
+namespace {
+
+using namespace gemm_test;
+
+// The emulated kernels' table, the real one where the CPU has VNNI + VBMI (else empty), and whether it has.
+struct VnniTables {
+    cpu::detail::GemmQTable emu, hw;
+    bool real;
+};
+VnniTables vnni_tables() {
+    const bool real = cpu::fp8_int8_supported();
+    return {cpu::detail::emulated_vnni_gemm_table(),
+            real ? cpu::detail::avx512_vnni_gemm_table() : cpu::detail::GemmQTable{}, real};
+}
+
+// The GEMMs' activations by their definition (gemm_int8.h): int8 per token per 128 columns (scale
+// amax / 127, nearest even) in [cols / 4, n_pad, 4], scales [cols / 128, n_pad], seeds [cols / 128, 5,
+// n_pad] (-128 x each 32-column group's sum, then the block's); tokens past n zero.
+struct QuantizedActs {
+    std::vector<int8_t> xq;
+    std::vector<float> xs;
+    std::vector<int32_t> seed;
+};
+
+QuantizedActs quantize_by_definition(const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols,
+                                     int64_t n_pad) {
+    QuantizedActs q;
+    q.xq.assign(cols * n_pad, 0);
+    q.xs.assign(cols / 128 * n_pad, 0.0f);
+    q.seed.assign(5 * (cols / 128) * n_pad, 0);
+    for (int64_t i = 0; i < n; ++i) {
+        for (int64_t kb = 0; kb < cols / 128; ++kb) {
+            const float* xb = x.data() + i * ldx + kb * 128;
+            float amax = 0.0f;
+            for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
+            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            q.xs[kb * n_pad + i] = amax / 127.0f;
+            int32_t total = 0;
+            for (int k = 0; k < 128; ++k) {
+                const int64_t col = kb * 128 + k;
+                const auto v = static_cast<int32_t>(std::nearbyint(xb[k] * inv));
+                q.xq[((col / 4) * n_pad + i) * 4 + col % 4] = static_cast<int8_t>(v);
+                q.seed[(kb * 5 + k / 32) * n_pad + i] -= 128 * v;
+                total -= 128 * v;
+            }
+            q.seed[(kb * 5 + 4) * n_pad + i] = total;
+        }
+    }
+    return q;
+}
+
+// One call of an emulated GEMM kernel: output rows [rows / 3, rows) of a rows x cols weight for n tokens, one
+// guard column past each output row (ldy = out + 1), normal activations quantized by the definition.
+struct EmulatedCall {
+    int64_t ldx, r0, r1, out, ldy, n_pad;
+    std::vector<float> x;
+    QuantizedActs q;
+};
+EmulatedCall emulated_call(int64_t rows, int64_t cols, int64_t n, std::mt19937& rng,
+                           std::normal_distribution<float>& nd) {
+    EmulatedCall e;
+    e.ldx = cols;
+    e.r0 = rows / 3;
+    e.r1 = rows;
+    e.out = e.r1 - e.r0;
+    e.ldy = e.out + 1;
+    e.n_pad = (n + cpu::detail::kGemmQPad - 1) / cpu::detail::kGemmQPad * cpu::detail::kGemmQPad;
+    e.x.resize(n * e.ldx);
+    for (float& v : e.x) v = nd(rng);
+    e.q = quantize_by_definition(e.x, n, e.ldx, cols, e.n_pad);
+    return e;
+}
+
+// The kernels' quantize (emulated build, and the real one where the CPU has VNNI + VBMI) writes exactly the
+// definition's bytes, scales and seeds, for token counts with padding and for a range of 8-token groups.
+TEST(GemmInt8Emulated, QuantizeMatchesTheDefinition) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+    const auto [emu, hw, real] = vnni_tables();
+    std::mt19937 rng(27);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (const int64_t n : {int64_t{1}, int64_t{9}, int64_t{24}, int64_t{41}}) {
+        for (const int64_t cols : {int64_t{128}, int64_t{512}}) {
+            SCOPED_TRACE("n=" + std::to_string(n) + " cols=" + std::to_string(cols));
+            const int64_t ldx = cols + 3, n_pad = (n + 7) / 8 * 8;
+            std::vector<float> x(n * ldx);
+            for (float& v : x) v = nd(rng) * (1.0f + static_cast<float>(&v - x.data()) * 0.01f);
+            if (n > 2)
+                for (int64_t k = 0; k < cols; ++k) x[2 * ldx + k] = 0.0f; // an all-zero token
+            const QuantizedActs want = quantize_by_definition(x, n, ldx, cols, n_pad);
+            core::Weight w;
+            w.cols = cols;
+            const MatmulArgs a{x.data(), n, ldx, &w, 0, 1, nullptr, 1, nullptr, Numerics::kFast};
+            for (const cpu::detail::GemmQTable* t : {&emu, &hw}) {
+                if (t->quantize == nullptr) continue;
+                SCOPED_TRACE(t == &emu ? "emulated" : "real");
+                QuantizedActs got{std::vector<int8_t>(want.xq.size(), 99),
+                                  std::vector<float>(want.xs.size(), 99.0f),
+                                  std::vector<int32_t>(want.seed.size(), 99)};
+                // Two calls over the 8-token groups, as the pool splits them.
+                const int64_t mid = n_pad / 16 * 8;
+                t->quantize(a, 0, mid, n_pad, got.xq.data(), got.xs.data(), got.seed.data());
+                t->quantize(a, mid, n_pad, n_pad, got.xq.data(), got.xs.data(), got.seed.data());
+                EXPECT_EQ(got.xq, want.xq);
+                EXPECT_EQ(got.xs, want.xs);
+                EXPECT_EQ(got.seed, want.seed);
+            }
+        }
+    }
+}
+
+TEST(GemmInt8Emulated, Fp4AndFp8KernelsMatchTheirScalarDefinitions) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+    const auto [emu, hw, real] = vnni_tables();
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    struct Case {
+        bool fp4;
+        int64_t rows, cols, n;
+        int lo_scale, hi_scale; // FP4 group scales (FP8: block size lo_scale)
+    };
+    for (const Case& c : {Case{true, 50, 256, 24, 119, 121}, Case{true, 97, 512, 9, 120, 123},
+                          Case{true, 61, 384, 72, 100, 140}, Case{true, 130, 256, 17, 118, 125},
+                          Case{true, 7, 128, 100, 0, 3}, Case{true, 49, 256, 40, 110, 126},
+                          Case{true, 48, 1024, 128, 119, 122}, Case{false, 50, 256, 24, 128, 0},
+                          Case{false, 130, 512, 41, 256, 0}, Case{false, 19, 384, 72, 128, 0}}) {
+        SCOPED_TRACE(std::string(c.fp4 ? "fp4 " : "fp8 ") + std::to_string(c.rows) + "x" +
+                     std::to_string(c.cols) + " n=" + std::to_string(c.n) + " " + std::to_string(c.lo_scale) +
+                     ".." + std::to_string(c.hi_scale));
+        Fp8Weight s; // FP8: random_fp8; FP4: the same holder, e2m1 bytes and group scales
+        if (c.fp4) {
+            std::uniform_int_distribution<int> sc(c.lo_scale, c.hi_scale);
+            s.data.resize(c.rows * c.cols / 2);
+            s.scale.resize(c.rows * c.cols / 32);
+            for (uint8_t& b : s.data) b = static_cast<uint8_t>(byte(rng));
+            for (uint8_t& b : s.scale) b = static_cast<uint8_t>(sc(rng));
+            s.w.format = core::WeightFormat::kFp4Group;
+            s.w.rows = c.rows;
+            s.w.cols = c.cols;
+            s.w.block_rows = 1;
+            s.w.block_cols = 32;
+            s.w.data = s.data.data();
+            s.w.scale = s.scale.data();
+        } else {
+            s = random_fp8(c.rows, c.cols, c.lo_scale, &rng);
+            s.w.data = s.data.data();
+            s.w.scale = s.scale.data();
+            // Rows of every magnitude range, so every requantization step's table is used.
+            for (int64_t r = 0; r < c.rows; ++r) {
+                const int lim = byte(rng) % 127;
+                for (int64_t k = 0; k < c.cols; ++k) {
+                    uint8_t& b = s.data[r * c.cols + k];
+                    b = static_cast<uint8_t>((b & 0x80) | ((b & 0x7f) % (lim + 1)));
+                }
+            }
+        }
+        const core::Weight& w = s.w;
+        const EmulatedCall e = emulated_call(c.rows, c.cols, c.n, rng, nd);
+        const auto& [ldx, r0, r1, out, ldy, n_pad, x, q] = e;
+        const std::vector<int8_t>& xq = q.xq;
+        std::vector<double> want(c.n * out, 0.0);
+        if (c.fp4) {
+            for (int64_t i = 0; i < c.n; ++i)
+                for (int64_t r = r0; r < r1; ++r)
+                    for (int64_t kb = 0; kb < c.cols / 128; ++kb) {
+                        double sum = 0.0;
+                        for (int64_t col = kb * 128; col < kb * 128 + 128; ++col)
+                            sum +=
+                                xq[((col / 4) * n_pad + i) * 4 + col % 4] * static_cast<double>(w.at(r, col));
+                        want[i * out + r - r0] += sum * q.xs[kb * n_pad + i];
+                    }
+        } else {
+            want = emulate(s, x, c.n, ldx, r0, r1);
+        }
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
+        std::vector<float> y(c.n * ldy, -7.0f);
+        MatmulArgs a{x.data(), c.n, ldx, &w, r0, r1, y.data(), ldy, nullptr, Numerics::kFast};
+        (c.fp4 ? emu.fp4 : emu.fp8)(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
+        double num = 0.0, den = 0.0;
+        int64_t past = 0;
+        for (int64_t i = 0; i < c.n; ++i) {
+            for (int64_t r = 0; r < out; ++r) {
+                const double d = y[i * ldy + r] - want[i * out + r];
+                num += d * d;
+                den += want[i * out + r] * want[i * out + r];
+            }
+            past += y[i * ldy + out] != -7.0f;
+        }
+        EXPECT_LT(num / den, 1e-11);
+        EXPECT_EQ(past, 0);
+        if (real) {
+            std::vector<float> y_hw(c.n * ldy, -7.0f);
+            a.y = y_hw.data();
+            (c.fp4 ? hw.fp4 : hw.fp8)(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad,
+                                      scratch.data());
+            EXPECT_EQ(std::memcmp(y.data(), y_hw.data(), y.size() * sizeof(float)), 0);
+        }
+    }
+}
+
+// The AMX table (FP8, BF16 and FP4 through tiles) against the VNNI one, bit for bit: the same activations in
+// one buffer laid out as matmul_int8's (xq, xs, seeds: the tile loads of a last group of fewer than 16 tokens
+// read up to 32 bytes past xq's end, into xs), row counts that are not multiples of 16 and ranges inside the
+// weight, token counts of a partial 16 (8 mod 16) and of an odd number of 16s, 256-column FP8 blocks. The
+// scratch is dirtied first so stale panel rows past a range's end would show.
+TEST(GemmInt8Amx, Fp8Bf16AndFp4MatchVnniBitForBit) {
+    if (!cpu::amx_supported()) GTEST_SKIP() << "no AMX (or DEEPINFER_AMX=0)";
+    const cpu::detail::GemmQTable vnni = cpu::detail::avx512_vnni_gemm_table();
+    const cpu::detail::GemmQTable amx = cpu::detail::avx512_amx_gemm_table();
+    std::mt19937 rng(31);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    struct Case {
+        int64_t rows, cols;
+        int bc;
+        int64_t n;
+    };
+    int64_t checked = 0;
+    for (const Case& c :
+         {Case{7, 128, 128, 16}, Case{50, 256, 128, 24}, Case{130, 512, 256, 33}, Case{97, 384, 128, 48},
+          Case{61, 1024, 128, 72}, Case{48, 256, 128, 9}, Case{19, 128, 128, 128}, Case{200, 256, 128, 1}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
+        const Fp8Weight f8 = random_fp8(c.rows, c.cols, c.bc, &rng);
+        const Bf16Weight b16 = random_bf16(c.rows, c.cols, &rng);
+        // FP4 whose group scales fold (the tile kernel) and whose scales often do not (per-group VNNI
+        // microkernel on the AMX variant's column-order panel).
+        const Fp4Weight f4 = random_fp4(c.rows, c.cols, 120, 122, &rng);
+        const Fp4Weight f4_mixed = random_fp4(c.rows, c.cols, 100, 140, &rng);
+        const int64_t ldx = c.cols + 3, r0 = c.rows / 3, out = c.rows - r0, ldy = out + 1;
+        const int64_t n_pad = (c.n + 7) / 8 * 8, nkb = c.cols / 128;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> buf(static_cast<size_t>(cpu::detail::gemm_q8_act_floats(n_pad, c.cols)));
+        auto* xq = reinterpret_cast<int8_t*>(buf.data());
+        float* xs = buf.data() + c.cols * n_pad / 4;
+        auto* seed = reinterpret_cast<int32_t*>(xs + nkb * n_pad);
+        const struct {
+            const core::Weight* w;
+            cpu::detail::GemmQ8Fn vnni, amx;
+            const char* name;
+        } kinds[] = {{&f8.w, vnni.fp8, amx.fp8, "fp8"},
+                     {&b16.w, vnni.bf16, amx.bf16, "bf16"},
+                     {&f4.w, vnni.fp4, amx.fp4, "fp4 folded"},
+                     {&f4_mixed.w, vnni.fp4, amx.fp4, "fp4 mixed scales"}};
+        for (const auto& k : kinds) {
+            SCOPED_TRACE(k.name);
+            MatmulArgs a{x.data(), c.n, ldx, k.w, r0, c.rows, nullptr, ldy, nullptr, Numerics::kFast};
+            vnni.quantize(a, 0, n_pad, n_pad, xq, xs, seed);
+            std::vector<float> y_vnni(c.n * ldy, -7.0f), y_amx(c.n * ldy, -7.0f);
+            std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad), 3.0f);
+            a.y = y_vnni.data();
+            k.vnni(a, 0, out, xq, xs, seed, n_pad, scratch.data());
+            std::fill(scratch.begin(), scratch.end(), 5.0f);
+            a.y = y_amx.data();
+            k.amx(a, 0, out, xq, xs, seed, n_pad, scratch.data());
+            EXPECT_EQ(std::memcmp(y_vnni.data(), y_amx.data(), y_vnni.size() * sizeof(float)), 0);
+            int64_t nonzero = 0;
+            for (int64_t i = 0; i < c.n; ++i) {
+                EXPECT_EQ(y_amx[i * ldy + out], -7.0f) << "guard column written, token " << i;
+                for (int64_t r = 0; r < out; ++r) nonzero += y_amx[i * ldy + r] != 0.0f;
+            }
+            EXPECT_GT(nonzero, c.n * out / 2); // a real product, not two equal fills
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 32);
+}
+
+// The BF16 GEMM likewise: the emulated kernel against emulate_bf16, and bit for bit against the real
+// instructions where the CPU has them.
+TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+    const auto [emu, hw, real] = vnni_tables();
+    std::mt19937 rng(26);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    struct Case {
+        int64_t rows, cols, n;
+    };
+    for (const Case& c : {Case{50, 256, 24}, Case{97, 512, 9}, Case{19, 384, 72}, Case{48, 1024, 128}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
+        const Bf16Weight s = random_bf16(c.rows, c.cols, &rng);
+        const EmulatedCall e = emulated_call(c.rows, c.cols, c.n, rng, nd);
+        const auto& [ldx, r0, r1, out, ldy, n_pad, x, q] = e;
+        const std::vector<int8_t>& xq = q.xq;
+        const std::vector<double> want = emulate_bf16(s, x, c.n, ldx, r0, r1);
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
+        std::vector<float> y(c.n * ldy, -7.0f);
+        MatmulArgs a{x.data(), c.n, ldx, &s.w, r0, r1, y.data(), ldy, nullptr, Numerics::kFast};
+        emu.bf16(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
+        expect_rows_match(y, ldy, want, c.n, out, r0);
+        if (real) {
+            std::vector<float> y_hw(c.n * ldy, -7.0f);
+            a.y = y_hw.data();
+            hw.bf16(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
+            EXPECT_EQ(std::memcmp(y.data(), y_hw.data(), y.size() * sizeof(float)), 0);
+        }
+    }
+}
+
+} // namespace
+} // namespace deepinfer::kernels
