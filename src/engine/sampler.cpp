@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "engine/philox.h"
+#include "kernels/ops.h"
 
 namespace deepinfer::engine {
 
@@ -15,10 +16,7 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int32_t argmax(std::span<const float> v) { // ties: lowest id; NaN never wins
-    int32_t best = 0;
-    for (int32_t i = 1; i < static_cast<int32_t>(v.size()); ++i)
-        if (v[i] > v[best] || (std::isnan(v[best]) && !std::isnan(v[i]))) best = i;
-    return best;
+    return kernels::argmax(v.data(), static_cast<int64_t>(v.size()));
 }
 
 bool before(const std::pair<int32_t, double>& a, const std::pair<int32_t, double>& b) {

@@ -63,6 +63,8 @@ void rope(float* x, int64_t n, int64_t ld, int64_t dim, int64_t rope_dim, const 
 void softmax(float* x, int64_t n);
 // Indices of the k largest entries, by descending value; ties go to the lower index.
 void topk(const float* x, int64_t n, int64_t k, int32_t* idx);
+// Greedy decoding's pick: the lowest index of the largest non-NaN entry (0 when all n are NaN; n >= 1).
+int32_t argmax(const float* x, int64_t n);
 // The set torch.topk(largest=True) selects on CPU, ties included: its algorithm run on (value, index)
 // pairs — std::partial_sort when k * 64 <= n, else std::nth_element at k - 1 — with "larger first"
 // (NaN largest). idx gets the k selected indices in that algorithm's order (unsorted).
@@ -76,6 +78,9 @@ namespace cpu {
 // AVX-512, AVX2 or portable C++; DEEPINFER_ISA forces one). Output rows are split over a.pool.
 void matmul(const MatmulArgs& a);
 void matmul_multi(std::span<const MatmulArgs> args);
+// ref::argmax's index (elementwise_avx512.cpp where the active ISA is avx512: a max pass, then a scan for
+// its first occurrence).
+int32_t argmax(const float* x, int64_t n);
 } // namespace cpu
 
 // Scalar activations, as torch defines them.
@@ -114,6 +119,9 @@ inline void topk(const float* x, int64_t n, int64_t k, int32_t* idx) {
 }
 inline void topk_torch(const float* x, int64_t n, int64_t k, int32_t* idx) {
     ref::topk_torch(x, n, k, idx);
+}
+inline int32_t argmax(const float* x, int64_t n) {
+    return cpu::argmax(x, n);
 }
 inline void embedding(const core::Weight& table, const int32_t* ids, int64_t n, float* out) {
     ref::embedding(table, ids, n, out);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/ops.h"
+
 namespace deepinfer::model {
 
 ForwardBatch SequenceRunner::next_batch(const std::vector<int32_t>& ids, bool all_logits) const {
@@ -47,10 +49,7 @@ core::Status SequenceRunner::feed(const std::vector<int32_t>& ids, int64_t chunk
 }
 
 int32_t argmax(const float* logits, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-        if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-    return best;
+    return kernels::argmax(logits, n);
 }
 
 } // namespace deepinfer::model

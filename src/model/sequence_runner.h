@@ -34,7 +34,7 @@ private:
     int64_t pos_ = 0;
 };
 
-// Index of the largest logit (lowest index on ties).
+// Index of the largest logit (lowest index on ties; NaN never wins): kernels::argmax.
 int32_t argmax(const float* logits, int64_t n);
 
 } // namespace deepinfer::model

@@ -435,6 +435,57 @@ TEST(BackendOps, ExpAvx512MatchesExpRefExactly) {
     }
 }
 
+// Greedy decoding's pick: the lowest index of the largest non-NaN entry (0 when all are NaN), by hand, then
+// argmax_avx512 against it on random rows with planted ties, NaNs, infinities and every tail length.
+TEST(BackendOps, ArgmaxLowestIndexOfLargestNonNan) {
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    struct Case {
+        std::vector<float> x;
+        int32_t want;
+    };
+    const std::vector<Case> cases = {
+        {{1.0f}, 0},
+        {{1.0f, 3.0f, 2.0f, 3.0f}, 1},
+        {{nan, 1.0f, 2.0f}, 2},
+        {{nan, nan}, 0},
+        {{-inf, -inf, -inf}, 0},
+        {{nan, -inf, nan}, 1},
+        {{1.0f, inf, nan, inf}, 1},
+        {{-0.0f, 0.0f}, 0},
+        {{-5.0f, nan, -1.0f, -1.0f}, 2},
+    };
+    for (const Case& c : cases) {
+        const auto n = static_cast<int64_t>(c.x.size());
+        EXPECT_EQ(ref::argmax(c.x.data(), n), c.want) << n;
+        EXPECT_EQ(kernels::argmax(c.x.data(), n), c.want) << n;
+        if (__builtin_cpu_supports("avx512f")) {
+            EXPECT_EQ(cpu::argmax_avx512(c.x.data(), n), c.want) << n;
+        }
+    }
+    if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512";
+    std::mt19937 rng(5);
+    std::normal_distribution<float> g(0.0f, 3.0f);
+    for (int64_t n : {1, 2, 15, 16, 17, 63, 64, 65, 100, 129, 1000, 129280}) {
+        for (int trial = 0; trial < 8; ++trial) {
+            std::vector<float> x(n);
+            for (float& v : x) v = g(rng);
+            std::uniform_int_distribution<int64_t> pos(0, n - 1);
+            if (trial % 2 == 1) { // a tie for the maximum, the later copy first planted
+                const int64_t a = pos(rng), b = pos(rng);
+                x[a] = x[b] = 100.0f + static_cast<float>(trial);
+            }
+            if (trial >= 4)
+                for (int k = 0; k < 3; ++k) x[pos(rng)] = nan;
+            if (trial == 6) x[pos(rng)] = inf;
+            if (trial == 7)
+                for (float& v : x) v = std::isnan(v) ? v : -inf;
+            const int32_t want = ref::argmax(x.data(), n);
+            EXPECT_EQ(cpu::argmax_avx512(x.data(), n), want) << "n " << n << " trial " << trial;
+            EXPECT_FALSE(std::isnan(x[want]) && n > 3 && trial < 7) << n;
+        }
+    }
+}
+
 TEST(BackendOps, HcPostMatchesRefExactly) {
     std::mt19937 rng(21);
     struct Case {

@@ -27,6 +27,10 @@ template <typename Fn> void over_tokens(core::ThreadPool& pool, int64_t T, int64
 
 } // namespace
 
+int32_t argmax(const float* x, int64_t n) {
+    return active_isa() == Isa::kAvx512 ? argmax_avx512(x, n) : ref::argmax(x, n);
+}
+
 void linear_on(const MatmulArgs& args, core::ThreadPool* pool) {
     MatmulArgs a = args;
     a.pool = pool;

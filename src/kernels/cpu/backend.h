@@ -71,6 +71,8 @@ void swiglu(float* g, const float* u, int64_t n, float limit);
 void swiglu_avx512(float* g, const float* u, int64_t n, float limit);
 // y [n] = exp_ref(x) on AVX-512 (the lanes of exp_avx512.h's exp16), for the tests.
 void exp_ref_avx512(const float* x, int64_t n, float* y);
+// ref::argmax on AVX-512 (cpu::argmax, ops.h, picks it when the active ISA is avx512).
+int32_t argmax_avx512(const float* x, int64_t n);
 // y = x W^T on `pool` (the matmul entry point, with the pool when MatmulArgs carries one).
 void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
 

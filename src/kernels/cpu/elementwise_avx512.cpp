@@ -1,13 +1,15 @@
 // Element-wise ops on AVX-512 (compiled with -mavx512f; reached only when the CPU has it), bit-identical to
 // their scalar definitions through exp16 (exp_avx512.h): the experts' SwiGLU, and exp_ref over an array
-// (for the tests).
+// (for the tests); greedy decoding's argmax (the index ref::argmax gives).
 
 #include <immintrin.h>
 
 #include <cstdint>
+#include <limits>
 
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/exp_avx512.h"
+#include "kernels/ops.h"
 
 namespace deepinfer::kernels::cpu {
 
@@ -43,6 +45,33 @@ void exp_ref_avx512(const float* x, int64_t n, float* y) {
         const __mmask16 k = tail(n, i);
         _mm512_mask_storeu_ps(y + i, k, detail::exp16(_mm512_maskz_loadu_ps(k, x + i)));
     }
+}
+
+// Pass 1: the largest non-NaN entry (max_ps(v, m) returns m where v is NaN), four accumulators. Pass 2: its
+// first occurrence. No finite or +inf maximum (every entry NaN or -inf): ref::argmax decides.
+int32_t argmax_avx512(const float* x, int64_t n) {
+    const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __m512 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+        m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+        m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+        m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 k = tail(n, i);
+        m0 = _mm512_mask_max_ps(m0, k, _mm512_maskz_loadu_ps(k, x + i), m0);
+    }
+    const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    if (m == -std::numeric_limits<float>::infinity()) return ref::argmax(x, n);
+    const __m512 mv = _mm512_set1_ps(m);
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 k = tail(n, i);
+        const __mmask16 eq = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, x + i), mv, _CMP_EQ_OQ);
+        if (eq != 0) return static_cast<int32_t>(i + __builtin_ctz(eq));
+    }
+    return ref::argmax(x, n); // not reached: m is one of the entries
 }
 
 } // namespace deepinfer::kernels::cpu

@@ -106,6 +106,13 @@ void softmax(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+int32_t argmax(const float* x, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (x[i] > x[best] || (std::isnan(x[best]) && !std::isnan(x[i]))) best = static_cast<int32_t>(i);
+    return best;
+}
+
 void topk(const float* x, int64_t n, int64_t k, int32_t* idx) {
     DI_CHECK(k >= 0 && k <= n);
     std::vector<int32_t> order(n);
