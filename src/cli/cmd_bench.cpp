@@ -89,8 +89,10 @@ struct CycleProfile {
     kernels::ProfileSnapshot prefill, decode;
 };
 
-core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t gen, int64_t blocks_per_seq,
-                              CycleProfile* profile = nullptr) {
+// Greedy decoding of B sequences: each step's B picks (kernels::argmax over the vocabulary) run on the
+// compute pool, idle between forwards, as the engine samples a batch's rows (engine.cpp, presample).
+core::Result<Cycle> run_cycle(model::CausalLm& m, core::ThreadPool& pool, int64_t B, int64_t P, int64_t gen,
+                              int64_t blocks_per_seq, CycleProfile* profile = nullptr) {
     kernels::Profiler* prof = profile ? m.profiler() : nullptr;
     if (prof) {
         prof->clear();
@@ -138,9 +140,12 @@ core::Result<Cycle> run_cycle(model::CausalLm& m, int64_t B, int64_t P, int64_t 
     }
     const uint64_t sent0 = ParallelRun::bytes_sent();
     t0 = Clock::now();
+    auto pick = [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) db.token_ids[b] = model::argmax(logits.data() + b * V, V);
+    };
     for (int64_t s = 0; s < gen; ++s) {
+        B > 1 ? pool.parallel_for(B, pick) : pick(0, B);
         for (int64_t b = 0; b < B; ++b) {
-            db.token_ids[b] = model::argmax(logits.data() + b * V, V);
             db.positions[b] = P + s;
             db.chunks[b].start_pos = P + s;
         }
@@ -274,7 +279,7 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     }
 
     // Warm-up (pages of every touched weight mapped in, allocator settled), then the measured repeats.
-    if (auto c = run_cycle(m, B, P, std::min<long long>(N, 4), blocks_per_seq); !c.ok())
+    if (auto c = run_cycle(m, pool, B, P, std::min<long long>(N, 4), blocks_per_seq); !c.ok())
         return fail(c.status());
     const model::DecodeCost tc = m.decode_cost();
     const double E = static_cast<double>(cfg.n_routed_experts), K = static_cast<double>(cfg.experts_per_tok);
@@ -298,7 +303,7 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
     std::vector<double> beside{probe.measure(kBesidePasses).best}, decode_beside;
     std::vector<double> prefill, decode, sent_per_step, prefill_sent;
     for (long long r = 0; r < R; ++r) {
-        auto c = run_cycle(m, B, P, N, blocks_per_seq);
+        auto c = run_cycle(m, pool, B, P, N, blocks_per_seq);
         if (!c.ok()) return fail(c.status());
         beside.push_back(probe.measure(kBesidePasses).best);
         prefill.push_back(static_cast<double>(B * P) / c->prefill_s);
@@ -326,7 +331,7 @@ int bench_on_leader(const Args& a, ParallelRun& par, parallel::StepChannel* chan
         census_peaks();
         for (int64_t r = 0; r < R; ++r) {
             CycleProfile one;
-            if (auto c = run_cycle(m, B, P, N, blocks_per_seq, &one); !c.ok()) return fail(c.status());
+            if (auto c = run_cycle(m, pool, B, P, N, blocks_per_seq, &one); !c.ok()) return fail(c.status());
             census.prefill += one.prefill;
             census.decode += one.decode;
             census_peaks();
