@@ -70,8 +70,12 @@ struct Panel {
 // values are shifted left by its difference d_g (|q| <= 96: still exact) and the block has one scale.
 // tab[i], 128-bit lane g: the 16 values of 2 x e2m1 shifted left by d_g = (i >> 2g) & 3 (i = 0: unshifted),
 // + 128 (the panel's u8).
+// col[i]: the same values for the column-order decode (decode_fp4_panel<true>), whose 128-bit lane L of
+// output half h holds columns 64 h + 16 L .. + 15, i.e. group 2 h + L / 2: lanes [d_0, d_0, d_1, d_1],
+// then [d_2, d_2, d_3, d_3].
 struct Fp4Tables {
     alignas(64) int8_t tab[256][64];
+    alignas(64) int8_t col[256][128];
 };
 const Fp4Tables& fp4_tables() {
     static const Fp4Tables t = [] {
@@ -82,6 +86,9 @@ const Fp4Tables& fp4_tables() {
                 for (int c = 0; c < 16; ++c)
                     k.tab[i][g * 16 + c] = static_cast<int8_t>(
                         static_cast<uint8_t>(kE2m1x2[c] * (1 << ((i >> (2 * g)) & 3)) + 128));
+        for (int i = 0; i < 256; ++i)
+            for (int l = 0; l < 8; ++l) // output lane l (of both halves) holds group l / 2
+                for (int c = 0; c < 16; ++c) k.col[i][l * 16 + c] = k.tab[i][(l / 2) * 16 + c];
         return k;
     }();
     return t;
@@ -102,8 +109,9 @@ template <bool kFp4Order> constexpr int64_t panel_dword(int64_t q, int j) {
 // rows lie a power-of-two row stride apart (2 KiB at 4096 columns), so their lines fall into two of L1's
 // 64 sets (16 ways between them) and 48 lines prefetched into L1 evicted each other before the decode
 // reached them (docs/kernels.md).
-// kColumnOrder (the AMX kernel's): the two stores' 128-bit lanes exchanged into column order (two vpermt2q),
-// so a tile's 64 bytes are 64 consecutive columns, as xq's rows are.
+// kColumnOrder (the AMX kernel's): each row decoded straight into column order (nibbles widened into the
+// bytes of words, one vpshufb per 64 columns on the `col` table), so a tile's 64 bytes are 64 consecutive
+// columns, as xq's rows are.
 template <bool kColumnOrder>
 bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t kb, const Panel& p) {
     const Fp4Tables& t = fp4_tables();
@@ -143,20 +151,26 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
     for (int64_t m = 0; m < rows; ++m) {
         const uint8_t* src = code0 + m * cstride;
         if (next) _mm_prefetch(reinterpret_cast<const char*>(src + kQBlock / 2), _MM_HINT_T1);
-        const __m512i table = _mm512_load_si512(t.tab[idx[m]]);
-        const __m512i b = _mm512_loadu_si512(src);
-        const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
-        const __m512i qo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
-        const __m512i u0 = _mm512_unpacklo_epi8(qe, qo), u1 = _mm512_unpackhi_epi8(qe, qo);
         if constexpr (kColumnOrder) {
-            _mm512_storeu_si512(pw + m * kQBlock, _mm512_permutex2var_epi64(
-                                                      u0, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), u1));
-            _mm512_storeu_si512(
-                pw + m * kQBlock + 64,
-                _mm512_permutex2var_epi64(u0, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), u1));
+            // Per 32 code bytes (64 columns): word j = byte j (vpmovzxbw), (w | w << 4) & 0x0f0f puts its low
+            // nibble in byte 2j and its high nibble in byte 2j + 1 (column order), then vpshufb on the
+            // table whose lane L serves that lane's group: 2 shuffle-port µops per 64 columns where the
+            // interleave by unpacks and lane exchanges took 3.
+            const __m512i nib = _mm512_set1_epi16(0x0f0f);
+            for (int h = 0; h < 2; ++h) {
+                const __m512i wb =
+                    _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32 * h)));
+                const __m512i ix = _mm512_ternarylogic_epi32(wb, _mm512_slli_epi16(wb, 4), nib, 0xa8);
+                _mm512_storeu_si512(pw + m * kQBlock + 64 * h,
+                                    _mm512_shuffle_epi8(_mm512_load_si512(t.col[idx[m]] + 64 * h), ix));
+            }
         } else {
-            _mm512_storeu_si512(pw + m * kQBlock, u0);
-            _mm512_storeu_si512(pw + m * kQBlock + 64, u1);
+            const __m512i table = _mm512_load_si512(t.tab[idx[m]]);
+            const __m512i b = _mm512_loadu_si512(src);
+            const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
+            const __m512i qo = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(b, 4), low));
+            _mm512_storeu_si512(pw + m * kQBlock, _mm512_unpacklo_epi8(qe, qo));
+            _mm512_storeu_si512(pw + m * kQBlock + 64, _mm512_unpackhi_epi8(qe, qo));
         }
     }
     const uint64_t all = (1ull << rows) - 1; // rows <= kQRowTile = 48
