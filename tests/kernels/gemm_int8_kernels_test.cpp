@@ -56,15 +56,12 @@ QuantizedActs quantize_by_definition(const std::vector<float>& x, int64_t n, int
     q.seed.assign(5 * (cols / 128) * n_pad, 0);
     for (int64_t i = 0; i < n; ++i) {
         for (int64_t kb = 0; kb < cols / 128; ++kb) {
-            const float* xb = x.data() + i * ldx + kb * 128;
-            float amax = 0.0f;
-            for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
-            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            q.xs[kb * n_pad + i] = amax / 127.0f;
+            int32_t qb[128];
+            q.xs[kb * n_pad + i] = quantize_block_by_definition(x.data() + i * ldx + kb * 128, qb);
             int32_t total = 0;
             for (int k = 0; k < 128; ++k) {
                 const int64_t col = kb * 128 + k;
-                const auto v = static_cast<int32_t>(std::nearbyint(xb[k] * inv));
+                const int32_t v = qb[k];
                 q.xq[((col / 4) * n_pad + i) * 4 + col % 4] = static_cast<int8_t>(v);
                 q.seed[(kb * 5 + k / 32) * n_pad + i] -= 128 * v;
                 total -= 128 * v;

@@ -335,14 +335,11 @@ TEST(GemmInt8, Fp4GemmFoldedAndPerGroupMatchTheirScalarEmulation) {
             for (int64_t r = r0; r < r1; ++r) {
                 double want = 0.0;
                 for (int64_t kb = 0; kb < c.cols / 128; ++kb) {
-                    const float* xb = x.data() + i * ldx + kb * 128;
-                    float amax = 0.0f;
-                    for (int k = 0; k < 128; ++k) amax = std::max(amax, std::abs(xb[k]));
-                    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+                    int32_t q[128];
+                    const float xs = quantize_block_by_definition(x.data() + i * ldx + kb * 128, q);
                     double sum = 0.0;
-                    for (int k = 0; k < 128; ++k)
-                        sum += std::nearbyint(xb[k] * inv) * static_cast<double>(w.at(r, kb * 128 + k));
-                    want += sum * (amax / 127.0f);
+                    for (int k = 0; k < 128; ++k) sum += q[k] * static_cast<double>(w.at(r, kb * 128 + k));
+                    want += sum * xs;
                 }
                 const double d = y[i * ldy + r - r0] - want;
                 num += d * d;

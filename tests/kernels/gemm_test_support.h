@@ -65,6 +65,16 @@ inline Fp4Weight random_fp4(int64_t rows, int64_t cols, int lo, int hi, std::mt1
     return s;
 }
 
+// The fast numerics' activation rounding, by definition: one token's 128-column block xb as int8 values q
+// (x * 127 / amax, F32, nearest even; all zero when amax is 0). Returns the block's scale amax / 127.
+inline float quantize_block_by_definition(const float* xb, int32_t q[128]) {
+    float amax = 0.0f;
+    for (int c = 0; c < 128; ++c) amax = std::max(amax, std::abs(xb[c]));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int c = 0; c < 128; ++c) q[c] = static_cast<int32_t>(std::nearbyint(xb[c] * inv));
+    return amax / 127.0f;
+}
+
 // The fast numerics, scalar: per token and 128 columns, x ~ qx * (amax / 127) (nearest even); per row and
 // 128 columns the int8 values q and scale that block(r, kb, q) gives; the integer sums exact, the rest in
 // double.
@@ -74,12 +84,8 @@ std::vector<double> emulate_blocks(const std::vector<float>& x, int64_t n, int64
     std::vector<double> y(n * (r1 - r0), 0.0);
     for (int64_t i = 0; i < n; ++i) {
         for (int64_t kb = 0; kb < cols / 128; ++kb) {
-            const float* xb = x.data() + i * ldx + kb * 128;
-            float amax = 0.0f;
-            for (int c = 0; c < 128; ++c) amax = std::max(amax, std::abs(xb[c]));
-            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f, xs = amax / 127.0f;
             int32_t qx[128];
-            for (int c = 0; c < 128; ++c) qx[c] = static_cast<int32_t>(std::nearbyint(xb[c] * inv));
+            const float xs = quantize_block_by_definition(x.data() + i * ldx + kb * 128, qx);
             for (int64_t r = r0; r < r1; ++r) {
                 int8_t q[128];
                 const double ws = block(r, kb, q);

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "core/weight.h"
+#include "gemm_test_support.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_kernels.h"
 #include "kernels/ops.h"
@@ -46,16 +47,12 @@ Fp4Weight fp4_weight(int64_t rows, int64_t cols) {
 std::vector<double> emulate(const Fp4Weight& s, const std::vector<float>& x, int64_t n) {
     const int64_t rows = s.w.rows, cols = s.w.cols;
     std::vector<double> y(n * rows, 0.0);
-    std::vector<int> q(cols);
+    std::vector<int32_t> q(cols);
     std::vector<float> xs(cols / 128);
     for (int64_t t = 0; t < n; ++t) {
         for (int64_t kb = 0; kb < cols / 128; ++kb) {
-            const float* xb = x.data() + t * cols + kb * 128;
-            float amax = 0.0f;
-            for (int c = 0; c < 128; ++c) amax = std::max(amax, std::fabs(xb[c]));
-            const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            for (int c = 0; c < 128; ++c) q[kb * 128 + c] = static_cast<int>(std::nearbyint(xb[c] * inv));
-            xs[kb] = amax / 127.0f;
+            xs[kb] =
+                gemm_test::quantize_block_by_definition(x.data() + t * cols + kb * 128, q.data() + kb * 128);
         }
         for (int64_t r = 0; r < rows; ++r) {
             double acc = 0.0;

@@ -146,7 +146,6 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
         _mm512_store_ps(sc + m0,
                         _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(lo, 23)), _mm512_set1_ps(0.5f)));
     }
-    const __m512i low = _mm512_set1_epi8(0x0f);
     int8_t* pw = p.w;
     for (int64_t m = 0; m < rows; ++m) {
         const uint8_t* src = code0 + m * cstride;
@@ -165,6 +164,7 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
                                     _mm512_shuffle_epi8(_mm512_load_si512(t.col[idx[m]] + 64 * h), ix));
             }
         } else {
+            const __m512i low = _mm512_set1_epi8(0x0f);
             const __m512i table = _mm512_load_si512(t.tab[idx[m]]);
             const __m512i b = _mm512_loadu_si512(src);
             const __m512i qe = _mm512_shuffle_epi8(table, _mm512_and_si512(b, low));
