@@ -2,8 +2,9 @@
 // slices lost to other processes on a shared machine do not count (their cache pollution still does).
 // Weights: a rotating set of 16 matrices of rows x cols (64 MiB of FP4, 128 MiB of FP8, 256 MiB of BF16),
 // larger than the last-level cache, as the experts of a MoE layer are. Per token count: exact and fast as
-// the dispatcher picks them (exact on AVX-512: the register-decoding GEMV; fast: int8 VNNI, or the BF16
-// GEMV) for FP8 128x128 blocks, FP4 group 32 and BF16, the FP8 int8 GEMM at every count, and for FP4 the
+// the dispatcher picks them (exact: the AMX-BF16 three-piece GEMM where the CPU has AMX-BF16, else the F32
+// GEMM; fast: AMX-BF16, int8 tiles / VNNI, or the BF16 GEMV) for FP8 128x128 blocks, FP4 group 32 and BF16,
+// exact through the F32 GEMM where AMX-BF16 took it, the FP8 int8 GEMM at every count, and for FP4 the
 // previous int8 GEMM
 // (linear_avx512_vnni.cpp's, kept for CPUs without VBMI), as GOP/s per core and as a fraction of the
 // single-core FP32 FMA / int8 VNNI peaks measured in the same run, in the same thread CPU time (12
@@ -215,6 +216,16 @@ int main(int argc, char** argv) {
                                               rows,     y.data(), rows, &one,     num};
                            cpu::matmul_isa(a, cpu::Isa::kAvx512);
                        });
+            }
+            if (cpu::amx_bf16_supported()) {
+                // exact without AMX-BF16: the F32 GEMM the dispatcher takes on other AVX-512 CPUs
+                report(fmt, "exact, F32 GEMM", fma1, [&](int i) {
+                    const MatmulArgs a{x.data(), n,        cols, &s->w[i], 0,
+                                       rows,     y.data(), rows, &one,     Numerics::kExact};
+                    cpu::detail::force_amx_bf16_off(0);
+                    cpu::matmul_isa(a, cpu::Isa::kAvx512);
+                    cpu::detail::force_amx_bf16_off(-1);
+                });
             }
             if (s == &fp8) {
                 // The int8 GEMM whatever the token count (the dispatcher picks the BF16 GEMV below

@@ -21,6 +21,7 @@
 #include "gemm_test_support.h"
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_kernels.h"
 #include "kernels/ops.h"
 
 namespace deepinfer::kernels {
@@ -60,7 +61,8 @@ TEST(GemmInt8, Fp8RequantizationFollowsTheDefinition) {
 }
 
 // The exact matmul computes every token on its own: a call over 300 tokens (on AVX-512 AMD CPUs the FP8 / FP4
-// GEMV in three balanced chunks of 100, linear.cpp; elsewhere the F32 GEMM in chunks of 128) writes, bit for
+// GEMV in three balanced chunks of 100, linear.cpp; where the CPU has AMX-BF16 the three-piece AMX GEMM in
+// chunks of 64, and with it forced off, as elsewhere, the F32 GEMM in chunks of 128) writes, bit for
 // bit, what calls over pieces of those tokens write (each piece > kGemvMaxTokens, so every ISA takes the same
 // kernel for the whole call and its pieces), and 700 tokens (past one 512-token call) likewise. (Not BF16:
 // its GEMV sums a tile of 1-3 tokens in another order than a tile of 4, so where a token falls in its
@@ -82,51 +84,54 @@ TEST(GemmExact, EveryTokenIsComputedAsInAnyTokenSplit) {
     f32.cols = cols;
     f32.data = f32_data.data();
     std::vector<cpu::Isa> isas = {cpu::Isa::kAvx2, cpu::Isa::kAvx512};
-    for (const core::Weight* w :
-         {&fp8.w, static_cast<const core::Weight*>(&fp4), static_cast<const core::Weight*>(&f32)}) {
-        const int64_t rows = w->rows;
-        for (cpu::Isa isa : isas) {
-            if (!cpu::isa_supported(isa)) continue;
-            for (const std::vector<int64_t>& pieces :
-                 {std::vector<int64_t>{300, 0}, std::vector<int64_t>{37, 113, 150},
-                  std::vector<int64_t>{700, 0}, std::vector<int64_t>{512, 9, 179}}) {
-                SCOPED_TRACE(std::string(cpu::isa_name(isa)) +
-                             (w == &fp4   ? " fp4 "
-                              : w == &f32 ? " f32 "
-                                          : " fp8 ") +
-                             std::to_string(pieces[0]));
-                int64_t n = 0;
-                for (int64_t p : pieces) n += p;
-                std::vector<float> x(n * cols);
-                for (float& v : x) v = nd(rng);
-                std::vector<float> whole(n * rows), parts(n * rows, -7.0f);
-                cpu::matmul_isa(
-                    MatmulArgs{x.data(), n, cols, w, 0, rows, whole.data(), rows, &pool, Numerics::kExact},
-                    isa);
-                int64_t t0 = 0;
-                for (int64_t p : pieces) {
-                    if (p == 0) continue;
-                    cpu::matmul_isa(MatmulArgs{x.data() + t0 * cols, p, cols, w, 0, rows,
-                                               parts.data() + t0 * rows, rows, &pool, Numerics::kExact},
-                                    isa);
-                    t0 += p;
-                }
-                // A split of one piece is the whole call again: compare it with a 2-piece split instead.
-                if (pieces.back() == 0) {
-                    const int64_t h = n / 2 + 5;
-                    cpu::matmul_isa(MatmulArgs{x.data(), h, cols, w, 0, rows, parts.data(), rows, &pool,
+    for (int amx : {-1, 0})
+        for (const core::Weight* w :
+             {&fp8.w, static_cast<const core::Weight*>(&fp4), static_cast<const core::Weight*>(&f32)}) {
+            const int64_t rows = w->rows;
+            for (cpu::Isa isa : isas) {
+                if (!cpu::isa_supported(isa)) continue;
+                for (const std::vector<int64_t>& pieces :
+                     {std::vector<int64_t>{300, 0}, std::vector<int64_t>{37, 113, 150},
+                      std::vector<int64_t>{700, 0}, std::vector<int64_t>{512, 9, 179}}) {
+                    cpu::detail::force_amx_bf16_off(amx);
+                    SCOPED_TRACE(std::string(amx == 0 ? "AMX-BF16 off " : "") + cpu::isa_name(isa) +
+                                 (w == &fp4   ? " fp4 "
+                                  : w == &f32 ? " f32 "
+                                              : " fp8 ") +
+                                 std::to_string(pieces[0]));
+                    int64_t n = 0;
+                    for (int64_t p : pieces) n += p;
+                    std::vector<float> x(n * cols);
+                    for (float& v : x) v = nd(rng);
+                    std::vector<float> whole(n * rows), parts(n * rows, -7.0f);
+                    cpu::matmul_isa(MatmulArgs{x.data(), n, cols, w, 0, rows, whole.data(), rows, &pool,
                                                Numerics::kExact},
                                     isa);
-                    cpu::matmul_isa(MatmulArgs{x.data() + h * cols, n - h, cols, w, 0, rows,
-                                               parts.data() + h * rows, rows, &pool, Numerics::kExact},
-                                    isa);
+                    int64_t t0 = 0;
+                    for (int64_t p : pieces) {
+                        if (p == 0) continue;
+                        cpu::matmul_isa(MatmulArgs{x.data() + t0 * cols, p, cols, w, 0, rows,
+                                                   parts.data() + t0 * rows, rows, &pool, Numerics::kExact},
+                                        isa);
+                        t0 += p;
+                    }
+                    // A split of one piece is the whole call again: compare it with a 2-piece split instead.
+                    if (pieces.back() == 0) {
+                        const int64_t h = n / 2 + 5;
+                        cpu::matmul_isa(MatmulArgs{x.data(), h, cols, w, 0, rows, parts.data(), rows, &pool,
+                                                   Numerics::kExact},
+                                        isa);
+                        cpu::matmul_isa(MatmulArgs{x.data() + h * cols, n - h, cols, w, 0, rows,
+                                                   parts.data() + h * rows, rows, &pool, Numerics::kExact},
+                                        isa);
+                    }
+                    cpu::detail::force_amx_bf16_off(-1);
+                    int64_t differ = 0;
+                    for (int64_t i = 0; i < n * rows; ++i) differ += whole[i] != parts[i];
+                    EXPECT_EQ(differ, 0);
                 }
-                int64_t differ = 0;
-                for (int64_t i = 0; i < n * rows; ++i) differ += whole[i] != parts[i];
-                EXPECT_EQ(differ, 0);
             }
         }
-    }
 }
 
 // The dispatched fast matmul of w (rows [rows / 5, rows), n tokens of Gaussian x, strided x and y) against

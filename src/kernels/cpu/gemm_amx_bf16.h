@@ -44,5 +44,41 @@ constexpr int kAmxBf16Fp8ScaleMin = 10, kAmxBf16Fp8ScaleMax = 246;
 constexpr bool amx_bf16_fp8_scale_ok(uint8_t s) {
     return s >= kAmxBf16Fp8ScaleMin && s <= kAmxBf16Fp8ScaleMax;
 }
+// FP4 group scales (ue8m0) whose every e2m1 value (0.5 .. 6) is a normal BF16 once scaled.
+constexpr int kAmxBf16Fp4ScaleMin = 2, kAmxBf16Fp4ScaleMax = 252;
+constexpr bool amx_bf16_fp4_scale_ok(uint8_t s) {
+    return s >= kAmxBf16Fp4ScaleMin && s <= kAmxBf16Fp4ScaleMax;
+}
+
+// The exact GEMM on AMX-BF16 tiles (gemm_amx_bf16x3.cpp; Numerics::kExact where amx_bf16_enabled()): each F32
+// activation is split into three BF16 pieces whose sum is the activation (the top 8 significant bits by
+// truncation, then the next 8, then the last 8: the pieces are exact, none rounded), the weights are decoded
+// exactly to BF16 (FP8-block, BF16, FP4-group: panel_format), and the tile unit sums the exact products in
+// F32: the first piece's in one accumulator, the two smaller pieces' in another, added at the end. What
+// differs from the F32 GEMM is the order and grouping of the F32 additions, and that AMX reads BF16
+// subnormals as zero and flushes F32 subnormal sums (activation pieces below 2^-126: |x| < 2^-110 loses its
+// lowest bits). Tokens go in groups of 16, all three pieces of a group's tokens in one tile sequence per 32
+// columns, so a token's result does not depend on the other tokens of the call.
+//
+// xb3: per group of 16 tokens g and piece p, a [cols / 2, 16, 2] BF16 block (AMX's B layout) at
+// xb3 + (3 g + p) x 16 cols, in the weight format's panel order (see AmxBf16PrepareFn). Prepare: groups
+// [g0, g1). Gemm: output rows [r0, r1) (relative to a.row_begin) for all a.n tokens, scratch of
+// amx_bf16x3_scratch_floats(groups) floats.
+using AmxBf16x3PrepareFn = void (*)(const MatmulArgs& a, int64_t g0, int64_t g1, uint16_t* xb3);
+using AmxBf16x3GemmFn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb3,
+                                 int64_t groups, float* scratch);
+inline int64_t amx_bf16x3_scratch_floats(int64_t groups) {
+    return groups * 4 * 256 + kAmxBf16RowTile * kAmxBf16Kc + 16;
+}
+// The most tokens one prepared block holds (a call runs in chunks of at most this many).
+constexpr int64_t kAmxBf16x3Tokens = 64;
+struct AmxBf16x3Table {
+    AmxBf16x3PrepareFn prepare_fp8 = nullptr;  // FP8 panel order
+    AmxBf16x3PrepareFn prepare_cols = nullptr; // column order (BF16, FP4)
+    AmxBf16x3GemmFn fp8 = nullptr;
+    AmxBf16x3GemmFn bf16 = nullptr;
+    AmxBf16x3GemmFn fp4 = nullptr;
+};
+AmxBf16x3Table avx512_amx_bf16x3_table();
 
 } // namespace deepinfer::kernels::cpu::detail

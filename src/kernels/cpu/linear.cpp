@@ -143,10 +143,11 @@ void reserve_thread_scratch(int64_t n, int64_t cols) {
     const int64_t n_pad = (n + 15) / 16 * 16;
     // The largest of: GEMV preparation / fold (n x cols), the GEMM's transposed activations (cols x n_pad),
     // the int8 quantized activations and scales, the F32 and int8 GEMM panels.
-    const int64_t need =
-        std::max({n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
-                  detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad),
-                  detail::amx_bf16_scratch_floats(n_pad)});
+    const int64_t need = std::max(
+        {n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
+         detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad),
+         detail::amx_bf16_scratch_floats(n_pad), 3 * std::min(n_pad, detail::kAmxBf16x3Tokens) * cols / 2,
+         detail::amx_bf16x3_scratch_floats(std::min(n_pad, detail::kAmxBf16x3Tokens) / 16)});
     for (int i = 0; i < 4; ++i) {
         std::vector<float>& buf = scratch(i);
         if (buf.size() < static_cast<size_t>(need)) buf.resize(static_cast<size_t>(need));
@@ -221,6 +222,30 @@ bool fast_amx_bf16_fits(const MatmulArgs& a, Isa isa) {
     if (w.format == core::WeightFormat::kBF16) return true;
     return w.format == core::WeightFormat::kFp8Block && w.block_cols % detail::kQBlock == 0 &&
            fp8_scales_within(a, detail::kAmxBf16Fp8ScaleMin, detail::kAmxBf16Fp8ScaleMax);
+}
+
+// Numerics::kExact above kGemvMaxTokens where the CPU has AMX-BF16 (gemm_amx_bf16.h, the exact GEMM on
+// AMX-BF16 tiles): BF16, FP8-block (whole 128-column blocks) and FP4-group (whole 32-column groups) weights
+// of whole 128-column blocks whose scales keep every value a normal BF16; F32 and F16 weights, and any
+// other scale, take the F32 GEMM. One boundary, the GEMV's, as on every other CPU (token-split invariance).
+bool exact_amx_bf16x3_fits(const MatmulArgs& a, Isa isa) {
+    const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
+    const core::Weight& w = *a.w;
+    if (num != Numerics::kExact || isa != Isa::kAvx512 || !detail::amx_bf16_enabled() ||
+        a.n <= kGemvMaxTokens || w.cols % detail::kQBlock != 0)
+        return false;
+    switch (w.format) {
+    case core::WeightFormat::kBF16:
+        return true;
+    case core::WeightFormat::kFp8Block:
+        return w.block_cols % detail::kQBlock == 0 &&
+               fp8_scales_within(a, detail::kAmxBf16Fp8ScaleMin, detail::kAmxBf16Fp8ScaleMax);
+    case core::WeightFormat::kFp4Group:
+        return w.block_cols % 32 == 0 &&
+               fp8_scales_within(a, detail::kAmxBf16Fp4ScaleMin, detail::kAmxBf16Fp4ScaleMax);
+    default:
+        return false;
+    }
 }
 
 // BF16 weights, each row's 128-column blocks requantized to int8 in its panel (where the BF16 GEMV,
@@ -390,6 +415,35 @@ void matmul_amx_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     const detail::AmxBf16GemmFn gemm = fp8 ? t.fp8 : t.bf16;
     panel_gemm_rows(a, pool, serial, detail::kAmxBf16RowTile, detail::amx_bf16_scratch_floats(n_pad),
                     [&](int64_t r0, int64_t r1, float* s) { gemm(a, r0, r1, xb, n_pad, s); });
+}
+
+// The exact AMX-BF16 GEMM (gemm_amx_bf16.h): chunks of at most kAmxBf16x3Tokens tokens (balanced), each
+// chunk's activations split into their three BF16 pieces once (over the pool in groups of 16 tokens), then
+// guided chunks of whole 32-row panels, each panel decoded once per token chunk.
+void matmul_amx_bf16x3(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
+    static const detail::AmxBf16x3Table t = detail::avx512_amx_bf16x3_table();
+    const core::Weight& w = *a.w;
+    const bool fp8 = w.format == core::WeightFormat::kFp8Block;
+    const detail::AmxBf16x3PrepareFn prepare = fp8 ? t.prepare_fp8 : t.prepare_cols;
+    const detail::AmxBf16x3GemmFn gemm = fp8                                         ? t.fp8
+                                         : w.format == core::WeightFormat::kFp4Group ? t.fp4
+                                                                                     : t.bf16;
+    const int64_t chunks = (a.n + detail::kAmxBf16x3Tokens - 1) / detail::kAmxBf16x3Tokens,
+                  per = (a.n + chunks - 1) / chunks;
+    for (int64_t t0 = 0; t0 < a.n; t0 += per) {
+        MatmulArgs c = a;
+        c.x = a.x + t0 * a.ldx;
+        c.y = a.y + t0 * a.ldy;
+        c.n = std::min(per, a.n - t0);
+        const int64_t groups = (c.n + 15) / 16;
+        std::vector<float>& buf = scratch(3); // xb3: 3 x groups x [cols / 2, 16, 2] BF16
+        buf.resize(static_cast<size_t>(3 * groups * 16 * w.cols / 2));
+        auto* xb3 = reinterpret_cast<uint16_t*>(buf.data());
+        auto prep = [&](int64_t b, int64_t e) { prepare(c, b, e, xb3); };
+        serial ? prep(0, groups) : pool->parallel_for(groups, std::ref(prep));
+        panel_gemm_rows(c, pool, serial, detail::kAmxBf16RowTile, detail::amx_bf16x3_scratch_floats(groups),
+                        [&](int64_t r0, int64_t r1, float* s) { gemm(c, r0, r1, xb3, groups, s); });
+    }
 }
 
 // The older FP4 int8 GEMM (linear_avx512_vnni.cpp: CPUs with VNNI but not VBMI), activations as u8 in
@@ -592,6 +646,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
     if (fast_amx_bf16_fits(a, isa)) {
         matmul_amx_bf16(a, pool, serial);
+        return;
+    }
+    if (exact_amx_bf16x3_fits(a, isa)) {
+        matmul_amx_bf16x3(a, pool, serial);
         return;
     }
     if (fast_fp8_int8_fits(a, isa)) {

@@ -57,7 +57,9 @@ bool fp8_int8_supported();
 bool amx_supported();
 // amx_supported(), AVX-512 BF16 and AMX-BF16, and not switched off by DEEPINFER_AMX_BF16=0: Numerics::kFast
 // runs FP8-block and BF16 weights at kAmxBf16MinTokens..32 tokens through gemm_amx_bf16.h (tdpbf16ps, F32
-// sums over all columns) instead of the BF16 GEMV or the int8 tile GEMM.
+// sums over all columns) instead of the BF16 GEMV or the int8 tile GEMM; Numerics::kExact runs FP8-block,
+// BF16 and FP4-group weights above kGemvMaxTokens through its exact GEMM (each activation as three BF16
+// pieces that sum to it) instead of the F32 GEMM.
 bool amx_bf16_supported();
 
 // Grows the calling thread's matmul scratch (kept per thread, grown on first use) to what any matmul of up
