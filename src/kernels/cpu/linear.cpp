@@ -228,11 +228,16 @@ bool fast_amx_bf16_fits(const MatmulArgs& a, Isa isa) {
 // AMX-BF16 tiles): BF16, FP8-block (whole 128-column blocks) and FP4-group (whole 32-column groups) weights
 // of whole 128-column blocks whose scales keep every value a normal BF16; F32 and F16 weights, and any
 // other scale, take the F32 GEMM. One boundary, the GEMV's, as on every other CPU (token-split invariance).
+// Only where the process runs exact: under fast the one exact matmul (the MoE router, linear.h) keeps the
+// F32 GEMM. There its call was the only AMX-BF16 work between the int8 tile GEMMs of a prefill and the
+// experts after it ran 5-9% slower (flash2 fast prefill of 128 tokens, moe_experts 103-109 -> 111-119 ms
+// per forward, also with the router's output discarded; not reproduced in a loop of the two kernels
+// alone); and fast's results stay those of the F32 router.
 bool exact_amx_bf16x3_fits(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
-    if (num != Numerics::kExact || isa != Isa::kAvx512 || !detail::amx_bf16_enabled() ||
-        a.n <= kGemvMaxTokens || w.cols % detail::kQBlock != 0)
+    if (num != Numerics::kExact || default_numerics() != Numerics::kExact || isa != Isa::kAvx512 ||
+        !detail::amx_bf16_enabled() || a.n <= kGemvMaxTokens || w.cols % detail::kQBlock != 0)
         return false;
     switch (w.format) {
     case core::WeightFormat::kBF16:
