@@ -69,7 +69,8 @@ template <bool kFp8Order> void prepare(const MatmulArgs& a, int64_t g0, int64_t 
 // One panel pass (rows of `panel` [32, kAmxBf16Kc], columns [k0, k0 + kc)) for every group: tiles 0-1 hold
 // the first piece's sums (rows 0-15, 16-31), 2-3 the other two pieces', 4-5 the panel's halves, 6-7 the
 // pieces' B tiles. `first`: the C tiles start at zero; otherwise from scratch, where they go back after the
-// pass. `last`: the two sums added and written to y. dec.run() between the column steps.
+// pass (a lone group keeps them in the tile unit from its first pass to its last). `last`: the two sums added
+// and written to y. dec.run() between the column steps.
 template <class Dec>
 void panel_pass(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t k0, const uint16_t* xb3,
                 int64_t groups, bool first, bool last, int64_t rt, int64_t rows, float* cacc, Dec& dec) {
@@ -82,7 +83,7 @@ void panel_pass(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t 
             _tile_zero(1);
             _tile_zero(2);
             _tile_zero(3);
-        } else {
+        } else if (groups > 1) { // one group keeps its C tiles in the tile unit from pass to pass
             _tile_loadd(0, c, 64);
             _tile_loadd(1, c + 256, 64);
             _tile_loadd(2, c + 512, 64);
@@ -104,6 +105,7 @@ void panel_pass(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t 
             _tile_dpbf16ps(3, 5, 6);
             dec.run(per_step);
         }
+        if (groups == 1 && !last) continue;
         _tile_stored(0, c, 64);
         _tile_stored(1, c + 256, 64);
         _tile_stored(2, c + 512, 64);
