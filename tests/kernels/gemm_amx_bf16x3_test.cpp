@@ -219,10 +219,18 @@ TEST(GemmAmxBf16x3, InfinitiesAndNansAsRef) {
         for (int64_t r = 0; r < rows; ++r) {
             const float g = got[i * rows + r], e = want[i * rows + r];
             ASSERT_EQ(cls(g), cls(e)) << "token " << i << " row " << r << ": " << g << " vs " << e;
-            if (i == 3) EXPECT_EQ(cls(g), 1);
-            if (i == 5) EXPECT_EQ(cls(g), -1);
-            if (i == 7 || i == 9) EXPECT_EQ(cls(g), 0);
-            if (cls(e) == 2) EXPECT_NEAR(g, e, 1e-4 * (1.0 + std::fabs(e)));
+            if (i == 3) {
+                EXPECT_EQ(cls(g), 1);
+            }
+            if (i == 5) {
+                EXPECT_EQ(cls(g), -1);
+            }
+            if (i == 7 || i == 9) {
+                EXPECT_EQ(cls(g), 0);
+            }
+            if (cls(e) == 2) {
+                EXPECT_NEAR(g, e, 1e-4 * (1.0 + std::fabs(e)));
+            }
         }
 }
 
