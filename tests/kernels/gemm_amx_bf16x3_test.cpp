@@ -146,8 +146,9 @@ TEST(GemmAmxBf16x3, SelectingWeightsReproduceEveryActivationBit) {
 // Dense weights: per output row NMSE < 1e-11 against the double-precision sum of the stored weights times
 // the F32 activations (an F32 sum of 4096 products is ~1e-12 off; activations rounded to BF16 ~1e-5, to 16
 // significant bits ~1e-10), for the AMX-BF16 GEMM and, AMX-BF16 off, the F32 GEMM. FP8 128 x 128 and
-// 128 x 256 blocks, FP4 group 32 (one case with scales outside amx_bf16_fp4_scale_ok: the F32 GEMM either
-// way), BF16 with a block of subnormal weights (read as zero by the tiles: a few 1e-39 x |x| off).
+// 128 x 256 blocks, FP4 groups of 32 (one case with scales outside amx_bf16_fp4_scale_ok: the F32 GEMM
+// either way) and of 64, BF16 with a block of subnormal weights (read as zero by the tiles: a few 1e-39 x |x|
+// off).
 TEST(GemmAmxBf16x3, DenseWeightsMatchTheDoubleSum) {
     if (!amx_exact_available()) GTEST_SKIP() << "no AMX-BF16";
     core::ThreadPool pool(2);
@@ -161,8 +162,11 @@ TEST(GemmAmxBf16x3, DenseWeightsMatchTheDoubleSum) {
         const Fp8Weight fp8w = random_fp8(c.rows, c.cols, c.cols % 256 == 0 ? 256 : 128, &rng);
         const Fp4Weight fp4 = random_fp4(c.rows, c.cols, 110, 135, &rng);
         const Fp4Weight fp4_low = random_fp4(c.rows, c.cols, 0, 3, &rng);
+        Fp4Weight fp4_64 = random_fp4(c.rows, c.cols, 110, 135, &rng); // 64-column groups: the first half
+        fp4_64.w.block_cols = 64;                                      // of the scales, [rows, cols / 64]
         const Bf16Weight bf16 = random_bf16(c.rows, c.cols, &rng);
-        for (const core::Weight* w : {&fp8.w, &fp8w.w, &fp4.w, &fp4_low.w, &bf16.w}) {
+        for (const core::Weight* w :
+             {&fp8.w, &fp8w.w, &fp4.w, &fp4_low.w, static_cast<const core::Weight*>(&fp4_64.w), &bf16.w}) {
             const int64_t ldx = c.cols + 1, r0 = c.rows / 4, out = c.rows - r0, ldy = out + 1;
             std::vector<float> x(c.n * ldx);
             for (float& v : x) v = nd(rng);
