@@ -240,7 +240,9 @@ TEST(GemmInt8, Bf16GemmMatchesItsScalarEmulation) {
 // values read as zero, as the tiles read them), the products summed in double. The tiles sum in F32 in
 // their own order, hence NMSE < 1e-9 per row: panel columns paired with the wrong activation columns give
 // ~1, activations truncated instead of rounded ~1e-5. Token counts 9..32 (the one or two 16-token tile
-// groups), rows off the 32-row panels, columns off the 256-column passes (a last pass of 128), 256-column
+// groups) and past 32 (the one-piece variant of gemm_amx_bf16x3.cpp: groups in pairs and a lone last one,
+// several 128-token chunks at 300), rows off the 32-row panels, columns off the 256-column passes (a last
+// pass of 128), 256-column
 // FP8 blocks, a row range inside the weight. An FP8 weight with a block scale outside
 // amx_bf16_fp8_scale_ok takes the int8 GEMM instead (its emulation then holds to 1e-11).
 double bf16_value(uint16_t b) {
@@ -274,7 +276,8 @@ TEST(GemmAmxBf16, Fp8AndBf16MatchTheirScalarEmulation) {
     };
     for (const Case& c :
          {Case{7, 128, 128, 9}, Case{50, 256, 128, 16}, Case{130, 640, 256, 32}, Case{97, 384, 128, 17},
-          Case{61, 1024, 128, 31}, Case{40, 4096, 128, 24}, Case{300, 512, 128, 32}}) {
+          Case{61, 1024, 128, 31}, Case{40, 4096, 128, 24}, Case{300, 512, 128, 32}, Case{97, 384, 128, 33},
+          Case{61, 1024, 128, 48}, Case{130, 640, 256, 100}, Case{40, 256, 128, 300}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n));
         const Fp8Weight f = random_fp8(c.rows, c.cols, c.bc, &rng);
         check_fast_matmul(

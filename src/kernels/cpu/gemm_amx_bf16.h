@@ -15,7 +15,8 @@ namespace deepinfer::kernels::cpu::detail {
 // Output rows per panel (two 16-row A tiles) and the columns decoded per panel pass.
 constexpr int64_t kAmxBf16RowTile = 32;
 constexpr int64_t kAmxBf16Kc = 256;
-// Tokens per call: one group of 16 or 32 (the C tiles stay in the tile unit over all columns).
+// Tokens per call: one group of 16 or 32 (the C tiles stay in the tile unit over all columns). Larger calls
+// take the one-piece variant of the multi-group GEMM (AmxBf16x3Table::fp8_1 / bf16_1).
 constexpr int64_t kAmxBf16MaxTokens = 32;
 
 // The activations: xb [cols / 2, n_pad, 2] BF16 (AMX's B layout: a pair row holds two columns of 16
@@ -70,14 +71,20 @@ using AmxBf16x3GemmFn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, co
 inline int64_t amx_bf16x3_scratch_floats(int64_t groups) {
     return groups * 4 * 256 + kAmxBf16RowTile * kAmxBf16Kc + 16;
 }
-// The most tokens one prepared block holds (a call runs in chunks of at most this many).
-constexpr int64_t kAmxBf16x3Tokens = 64;
+// The most tokens one prepared block holds (a call runs in balanced chunks of at most this many): three
+// pieces, and the one-piece variant (gemm_bench, ms per 2048 x 4096 FP8 matrix at 128 / 512 tokens, chunks of
+// 64 / 128 / 192: 3.67 / 3.00 / 3.03 and 14.8 / 12.2 / 11.8, BF16 at 64 tokens 1.88 / 1.92 / 2.81).
+constexpr int64_t kAmxBf16x3Tokens = 64, kAmxBf16x1Tokens = 128;
 struct AmxBf16x3Table {
     AmxBf16x3PrepareFn prepare_fp8 = nullptr;  // FP8 panel order
     AmxBf16x3PrepareFn prepare_cols = nullptr; // column order (BF16, FP4)
     AmxBf16x3GemmFn fp8 = nullptr;
     AmxBf16x3GemmFn bf16 = nullptr;
     AmxBf16x3GemmFn fp4 = nullptr;
+    // The one-piece variant (Numerics::kFast past kAmxBf16MaxTokens): the activations rounded to BF16 (one
+    // [cols / 2, 16, 2] block per group), the same passes, groups in pairs.
+    AmxBf16x3PrepareFn prepare1_fp8 = nullptr, prepare1_cols = nullptr;
+    AmxBf16x3GemmFn fp8_1 = nullptr, bf16_1 = nullptr;
 };
 AmxBf16x3Table avx512_amx_bf16x3_table();
 

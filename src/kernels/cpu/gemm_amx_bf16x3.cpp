@@ -34,11 +34,11 @@ inline void split3(__m512 f, __m512 p[3]) {
 
 // xb3 for groups [g0, g1): per 16 tokens, piece and 64 columns, each token's two 32-position chunks of the
 // piece (exact in BF16, so vcvtne2ps2bf16 does not round them) transposed 16 x 16 into 16 pair rows.
-template <bool kFp8Order> void prepare(const MatmulArgs& a, int64_t g0, int64_t g1, uint16_t* xb3) {
+template <bool kFp8Order, int P> void prepare(const MatmulArgs& a, int64_t g0, int64_t g1, uint16_t* xb3) {
     const int64_t cols = a.w->cols, piece = 16 * cols;
     for (int64_t g = g0; g < g1; ++g) {
         for (int64_t c0 = 0; c0 < cols; c0 += 64) {
-            for (int p = 0; p < 3; ++p) {
+            for (int p = 0; p < P; ++p) {
                 __m512 r[2][16];
                 for (int64_t i = 0; i < 16; ++i) {
                     __m512i ch[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -46,16 +46,20 @@ template <bool kFp8Order> void prepare(const MatmulArgs& a, int64_t g0, int64_t 
                         const float* x = a.x + (16 * g + i) * a.ldx + c0;
                         __m512 f[4];
                         for (int q = 0; q < 4; ++q) {
-                            __m512 s[3];
-                            split3(_mm512_loadu_ps(x + 16 * q), s);
-                            f[q] = s[p];
+                            if constexpr (P == 1) { // the activation itself, rounded to nearest even
+                                f[q] = _mm512_loadu_ps(x + 16 * q);
+                            } else {
+                                __m512 s[3];
+                                split3(_mm512_loadu_ps(x + 16 * q), s);
+                                f[q] = s[p];
+                            }
                         }
                         to_bf16_chunks<kFp8Order>(f, ch);
                     }
                     r[0][i] = _mm512_castsi512_ps(ch[0]);
                     r[1][i] = _mm512_castsi512_ps(ch[1]);
                 }
-                uint16_t* dst = xb3 + (3 * g + p) * piece;
+                uint16_t* dst = xb3 + (P * g + p) * piece;
                 for (int h = 0; h < 2; ++h) {
                     transpose16(r[h]);
                     for (int q = 0; q < 16; ++q) // pair row c0 / 2 + 16 h + q
@@ -121,16 +125,74 @@ void panel_pass(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t 
     }
 }
 
+// One panel pass of the one-piece GEMM (Numerics::kFast: the activations rounded to BF16): groups in pairs,
+// tiles 0-1 the first group's sums (rows 0-15, 16-31), 2-3 the second's, 4-5 the panel's halves, 6-7 the two
+// groups' B tiles; 4 tdpbf16ps per 32 columns. C tiles from / to scratch around the pass (a lone group
+// keeps them in the tile unit); `last`: written to y.
+template <class Dec>
+void panel_pass1(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t k0, const uint16_t* xb,
+                 int64_t groups, bool first, bool last, int64_t rt, int64_t rows, float* cacc, Dec& dec) {
+    const int64_t astride = kAmxBf16Kc * 2, piece = 16 * a.w->cols;
+    const int64_t steps = kc / 32, pairs = (groups + 1) / 2,
+                  per_step = (dec.units + steps * pairs - 1) / (steps * pairs);
+    for (int64_t g = 0; g < groups; g += 2) {
+        const bool two = g + 1 < groups;
+        float* c = cacc + g * 512; // per group [2][16][16]
+        if (first) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+        } else if (groups > 1) {
+            _tile_loadd(0, c, 64);
+            _tile_loadd(1, c + 256, 64);
+            if (two) {
+                _tile_loadd(2, c + 512, 64);
+                _tile_loadd(3, c + 768, 64);
+            }
+        }
+        const uint16_t* b0 = xb + g * piece + k0 * 16;
+        const uint16_t* b1 = b0 + piece;
+        for (int64_t j = 0; j < kc; j += 32) {
+            _tile_loadd(4, panel + j, astride);
+            _tile_loadd(6, b0 + j * 16, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_loadd(5, panel + 16 * kAmxBf16Kc + j, astride);
+            _tile_dpbf16ps(1, 5, 6);
+            if (two) {
+                _tile_loadd(7, b1 + j * 16, 64);
+                _tile_dpbf16ps(2, 4, 7);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            dec.run(per_step);
+        }
+        if (groups == 1 && !last) continue;
+        _tile_stored(0, c, 64);
+        _tile_stored(1, c + 256, 64);
+        if (two) {
+            _tile_stored(2, c + 512, 64);
+            _tile_stored(3, c + 768, 64);
+        }
+        if (last)
+            for (int64_t h = 0; h < (two ? 2 : 1); ++h)
+                store_transposed(c + 512 * h, rows, min64(16, a.n - 16 * (g + h)), 16,
+                                 a.y + 16 * (g + h) * a.ldy + rt, a.ldy);
+    }
+}
+
 // The passes (32-row panel, 256 columns) in order (for_each_pass), each decoded while the one before it
 // computes.
-template <PanelFormat F>
+template <PanelFormat F, int P>
 void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb3, int64_t groups, float* scratch) {
     const core::Weight& w = *a.w;
-    float* cacc = scratch; // [groups][4][16][16]
+    float* cacc = scratch; // [groups][4][16][16] (P = 3), [groups][2][16][16] (P = 1)
     for_each_pass<F>(
         a, r0, r1, cacc + groups * 1024,
         [&](const uint16_t* panel, int64_t rt, int64_t rows, int64_t k0, int64_t kc, Decoder<F>& dec) {
-            panel_pass(a, panel, kc, k0, xb3, groups, k0 == 0, k0 + kc == w.cols, rt, rows, cacc, dec);
+            if constexpr (P == 3)
+                panel_pass(a, panel, kc, k0, xb3, groups, k0 == 0, k0 + kc == w.cols, rt, rows, cacc, dec);
+            else
+                panel_pass1(a, panel, kc, k0, xb3, groups, k0 == 0, k0 + kc == w.cols, rt, rows, cacc, dec);
         });
 }
 
@@ -141,11 +203,15 @@ namespace deepinfer::kernels::cpu::detail {
 AmxBf16x3Table avx512_amx_bf16x3_table() {
     using amx_bf16_panel::PanelFormat;
     AmxBf16x3Table t;
-    t.prepare_fp8 = &gemm_amx_bf16x3::prepare<true>;
-    t.prepare_cols = &gemm_amx_bf16x3::prepare<false>;
-    t.fp8 = &gemm_amx_bf16x3::gemm<PanelFormat::kFp8>;
-    t.bf16 = &gemm_amx_bf16x3::gemm<PanelFormat::kBf16>;
-    t.fp4 = &gemm_amx_bf16x3::gemm<PanelFormat::kFp4>;
+    t.prepare_fp8 = &gemm_amx_bf16x3::prepare<true, 3>;
+    t.prepare_cols = &gemm_amx_bf16x3::prepare<false, 3>;
+    t.fp8 = &gemm_amx_bf16x3::gemm<PanelFormat::kFp8, 3>;
+    t.bf16 = &gemm_amx_bf16x3::gemm<PanelFormat::kBf16, 3>;
+    t.fp4 = &gemm_amx_bf16x3::gemm<PanelFormat::kFp4, 3>;
+    t.prepare1_fp8 = &gemm_amx_bf16x3::prepare<true, 1>;
+    t.prepare1_cols = &gemm_amx_bf16x3::prepare<false, 1>;
+    t.fp8_1 = &gemm_amx_bf16x3::gemm<PanelFormat::kFp8, 1>;
+    t.bf16_1 = &gemm_amx_bf16x3::gemm<PanelFormat::kBf16, 1>;
     return t;
 }
 } // namespace deepinfer::kernels::cpu::detail

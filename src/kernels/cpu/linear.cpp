@@ -147,7 +147,8 @@ void reserve_thread_scratch(int64_t n, int64_t cols) {
         {n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
          detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad),
          detail::amx_bf16_scratch_floats(n_pad), 3 * std::min(n_pad, detail::kAmxBf16x3Tokens) * cols / 2,
-         detail::amx_bf16x3_scratch_floats(std::min(n_pad, detail::kAmxBf16x3Tokens) / 16)});
+         std::min(n_pad, detail::kAmxBf16x1Tokens) * cols / 2,
+         detail::amx_bf16x3_scratch_floats(std::min(n_pad, detail::kAmxBf16x1Tokens) / 16)});
     for (int i = 0; i < 4; ++i) {
         std::vector<float>& buf = scratch(i);
         if (buf.size() < static_cast<size_t>(need)) buf.resize(static_cast<size_t>(need));
@@ -217,7 +218,7 @@ bool fast_amx_bf16_fits(const MatmulArgs& a, Isa isa) {
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     const core::Weight& w = *a.w;
     if (num != Numerics::kFast || isa != Isa::kAvx512 || !detail::amx_bf16_enabled() ||
-        a.n < kAmxBf16MinTokens || a.n > detail::kAmxBf16MaxTokens || w.cols % detail::kQBlock != 0)
+        a.n < kAmxBf16MinTokens || w.cols % detail::kQBlock != 0)
         return false;
     if (w.format == core::WeightFormat::kBF16) return true;
     return w.format == core::WeightFormat::kFp8Block && w.block_cols % detail::kQBlock == 0 &&
@@ -424,25 +425,29 @@ void matmul_amx_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
 
 // The exact AMX-BF16 GEMM (gemm_amx_bf16.h): chunks of at most kAmxBf16x3Tokens tokens (balanced), each
 // chunk's activations split into their three BF16 pieces once (over the pool in groups of 16 tokens), then
-// guided chunks of whole 32-row panels, each panel decoded once per token chunk.
-void matmul_amx_bf16x3(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
+// guided chunks of whole 32-row panels, each panel decoded once per token chunk. pieces = 1: the fast
+// variant past kAmxBf16MaxTokens (the activations rounded to BF16, chunks of kAmxBf16x1Tokens).
+void matmul_amx_bf16x3(const MatmulArgs& a, core::ThreadPool* pool, bool serial, int pieces = 3) {
     static const detail::AmxBf16x3Table t = detail::avx512_amx_bf16x3_table();
     const core::Weight& w = *a.w;
     const bool fp8 = w.format == core::WeightFormat::kFp8Block;
-    const detail::AmxBf16x3PrepareFn prepare = fp8 ? t.prepare_fp8 : t.prepare_cols;
-    const detail::AmxBf16x3GemmFn gemm = fp8                                         ? t.fp8
+    const bool one = pieces == 1;
+    const detail::AmxBf16x3PrepareFn prepare =
+        one ? (fp8 ? t.prepare1_fp8 : t.prepare1_cols) : (fp8 ? t.prepare_fp8 : t.prepare_cols);
+    const detail::AmxBf16x3GemmFn gemm = one   ? (fp8 ? t.fp8_1 : t.bf16_1)
+                                         : fp8 ? t.fp8
                                          : w.format == core::WeightFormat::kFp4Group ? t.fp4
                                                                                      : t.bf16;
-    const int64_t chunks = (a.n + detail::kAmxBf16x3Tokens - 1) / detail::kAmxBf16x3Tokens,
-                  per = (a.n + chunks - 1) / chunks;
+    const int64_t chunk_tokens = one ? detail::kAmxBf16x1Tokens : detail::kAmxBf16x3Tokens;
+    const int64_t chunks = (a.n + chunk_tokens - 1) / chunk_tokens, per = (a.n + chunks - 1) / chunks;
     for (int64_t t0 = 0; t0 < a.n; t0 += per) {
         MatmulArgs c = a;
         c.x = a.x + t0 * a.ldx;
         c.y = a.y + t0 * a.ldy;
         c.n = std::min(per, a.n - t0);
         const int64_t groups = (c.n + 15) / 16;
-        std::vector<float>& buf = scratch(3); // xb3: 3 x groups x [cols / 2, 16, 2] BF16
-        buf.resize(static_cast<size_t>(3 * groups * 16 * w.cols / 2));
+        std::vector<float>& buf = scratch(3); // xb3: pieces x groups x [cols / 2, 16, 2] BF16
+        buf.resize(static_cast<size_t>(pieces * groups * 16 * w.cols / 2));
         auto* xb3 = reinterpret_cast<uint16_t*>(buf.data());
         auto prep = [&](int64_t b, int64_t e) { prepare(c, b, e, xb3); };
         serial ? prep(0, groups) : pool->parallel_for(groups, std::ref(prep));
@@ -650,7 +655,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     // Small problems are not worth waking the pool.
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
     if (fast_amx_bf16_fits(a, isa)) {
-        matmul_amx_bf16(a, pool, serial);
+        if (a.n <= detail::kAmxBf16MaxTokens)
+            matmul_amx_bf16(a, pool, serial);
+        else
+            matmul_amx_bf16x3(a, pool, serial, 1);
         return;
     }
     if (exact_amx_bf16x3_fits(a, isa)) {

@@ -53,11 +53,12 @@ bool fp8_int8_supported();
 // AMX-TILE + AMX-INT8, granted by the kernel, and not switched off by DEEPINFER_AMX=0: those int8 GEMMs run
 // FP8-block, BF16 and FP4 weights through AMX tiles (bit-identical to VNNI); FP4 takes them from
 // kAmxFp4MinTokens tokens, FP8-block and BF16 from kAmxMinTokens (where amx_bf16_supported() is false;
-// where it is true, from past kAmxBf16MaxTokens = 32).
+// where it is true, only those whose FP8 scales the AMX-BF16 GEMM does not take).
 bool amx_supported();
 // amx_supported(), AVX-512 BF16 and AMX-BF16, and not switched off by DEEPINFER_AMX_BF16=0: Numerics::kFast
-// runs FP8-block and BF16 weights at kAmxBf16MinTokens..32 tokens through gemm_amx_bf16.h (tdpbf16ps, F32
-// sums over all columns) instead of the BF16 GEMV or the int8 tile GEMM; Numerics::kExact runs FP8-block,
+// runs FP8-block and BF16 weights from kAmxBf16MinTokens tokens through gemm_amx_bf16.h (tdpbf16ps, F32
+// sums over all columns; past 32 tokens its one-piece multi-group variant in gemm_amx_bf16x3.cpp) instead of
+// the BF16 GEMV or the int8 tile GEMM; Numerics::kExact runs FP8-block,
 // BF16 and FP4-group weights above kGemvMaxTokens through its exact GEMM (each activation as three BF16
 // pieces that sum to it) instead of the F32 GEMM.
 bool amx_bf16_supported();
@@ -89,7 +90,7 @@ constexpr int64_t kAmxFp4MinTokens = 6;
 // where amx_supported(), else kGemvMaxTokens).
 int64_t fast_fp4_gemv_max_tokens();
 // Where amx_bf16_supported(): FP8-block and BF16 weights take the AMX-BF16 GEMM (gemm_amx_bf16.h) from this
-// many tokens up to its 32, instead of the BF16 GEMV (FP8 GEMV / tiles: 3 tokens 0.65-0.69 / 0.66-0.73, 4
+// many tokens, instead of the BF16 GEMV (FP8 GEMV / tiles: 3 tokens 0.65-0.69 / 0.66-0.73, 4
 // 0.83-0.85 / 0.64-0.76, 6 1.29-1.31 / 0.70; BF16 4 1.17 / 1.06-1.08) or the int8 tile GEMM (FP8 at 16:
 // 0.86-0.90 / 0.81; BF16 1.80-1.87 / 1.17-1.40).
 constexpr int64_t kAmxBf16MinTokens = 4;
