@@ -70,6 +70,32 @@ template <bool kFp8Order, int P> void prepare(const MatmulArgs& a, int64_t g0, i
     }
 }
 
+// C tiles 0..n-1 (n = 2 or 4) of a pass, kept at c + 256 t between passes: all four zeroed on the first
+// pass, else loaded when spilled (`load`), else left in the tile unit; and stored back.
+inline void c_tiles_start(bool first, bool load, const float* c, int n) {
+    if (first) {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    } else if (load) {
+        _tile_loadd(0, c, 64);
+        _tile_loadd(1, c + 256, 64);
+        if (n == 4) {
+            _tile_loadd(2, c + 512, 64);
+            _tile_loadd(3, c + 768, 64);
+        }
+    }
+}
+inline void c_tiles_store(float* c, int n) {
+    _tile_stored(0, c, 64);
+    _tile_stored(1, c + 256, 64);
+    if (n == 4) {
+        _tile_stored(2, c + 512, 64);
+        _tile_stored(3, c + 768, 64);
+    }
+}
+
 // One panel pass (rows of `panel` [32, kAmxBf16Kc], columns [k0, k0 + kc)) for every group: tiles 0-1 hold
 // the first piece's sums (rows 0-15, 16-31), 2-3 the other two pieces', 4-5 the panel's halves, 6-7 the
 // pieces' B tiles. `first`: the C tiles start at zero; otherwise from scratch, where they go back after the
@@ -81,18 +107,8 @@ void panel_pass(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t 
     const int64_t astride = kAmxBf16Kc * 2, piece = 16 * a.w->cols;
     const int64_t steps = kc / 32, per_step = (dec.units + steps * groups - 1) / (steps * groups);
     for (int64_t g = 0; g < groups; ++g) {
-        float* c = cacc + g * 1024; // [4][16][16]: tile t at c + 256 t
-        if (first) {
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-        } else if (groups > 1) { // one group keeps its C tiles in the tile unit from pass to pass
-            _tile_loadd(0, c, 64);
-            _tile_loadd(1, c + 256, 64);
-            _tile_loadd(2, c + 512, 64);
-            _tile_loadd(3, c + 768, 64);
-        }
+        float* c = cacc + g * 1024;             // [4][16][16]: tile t at c + 256 t
+        c_tiles_start(first, groups > 1, c, 4); // one group keeps its C tiles in the tile unit
         const uint16_t* b0 = xb3 + 3 * g * piece + k0 * 16;
         const uint16_t *b1 = b0 + piece, *b2 = b1 + piece;
         for (int64_t j = 0; j < kc; j += 32) {
@@ -110,10 +126,7 @@ void panel_pass(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t 
             dec.run(per_step);
         }
         if (groups == 1 && !last) continue;
-        _tile_stored(0, c, 64);
-        _tile_stored(1, c + 256, 64);
-        _tile_stored(2, c + 512, 64);
-        _tile_stored(3, c + 768, 64);
+        c_tiles_store(c, 4);
         if (last) {
             // c [0, 512) = [32 rows, 16 tokens] of the first piece's sums, [512, 1024) the others'
             for (int64_t m = 0; m < kAmxBf16RowTile; ++m)
@@ -138,19 +151,7 @@ void panel_pass1(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t
     for (int64_t g = 0; g < groups; g += 2) {
         const bool two = g + 1 < groups;
         float* c = cacc + g * 512; // per group [2][16][16]
-        if (first) {
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-        } else if (groups > 1) {
-            _tile_loadd(0, c, 64);
-            _tile_loadd(1, c + 256, 64);
-            if (two) {
-                _tile_loadd(2, c + 512, 64);
-                _tile_loadd(3, c + 768, 64);
-            }
-        }
+        c_tiles_start(first, groups > 1, c, two ? 4 : 2);
         const uint16_t* b0 = xb + g * piece + k0 * 16;
         const uint16_t* b1 = b0 + piece;
         for (int64_t j = 0; j < kc; j += 32) {
@@ -167,12 +168,7 @@ void panel_pass1(const MatmulArgs& a, const uint16_t* panel, int64_t kc, int64_t
             dec.run(per_step);
         }
         if (groups == 1 && !last) continue;
-        _tile_stored(0, c, 64);
-        _tile_stored(1, c + 256, 64);
-        if (two) {
-            _tile_stored(2, c + 512, 64);
-            _tile_stored(3, c + 768, 64);
-        }
+        c_tiles_store(c, two ? 4 : 2);
         if (last)
             for (int64_t h = 0; h < (two ? 2 : 1); ++h)
                 store_transposed(c + 512 * h, rows, min64(16, a.n - 16 * (g + h)), 16,

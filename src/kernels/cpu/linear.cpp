@@ -30,13 +30,18 @@ const detail::KernelTable& table(Isa isa) {
     return isa == Isa::kAvx512 ? avx512 : avx2;
 }
 
-// Whether every FP8 block scale of the call's rows (a.row_begin .. a.row_end) lies in [lo, hi].
+// Whether every block scale (FP8 blocks, FP4 groups) of the call's rows (a.row_begin .. a.row_end) lies in
+// [lo, hi]. A min / max over all of them, without an early exit, so the compiler vectorizes it: an FP4
+// weight has a scale per 32 values (256 KiB for 2048 x 4096), read on every exact prefill call.
 bool fp8_scales_within(const MatmulArgs& a, int lo, int hi) {
     const core::Weight& w = *a.w;
     const int64_t sr0 = a.row_begin / w.block_rows, sr1 = (a.row_end - 1) / w.block_rows;
-    for (int64_t i = sr0 * w.scale_cols(); i < (sr1 + 1) * w.scale_cols(); ++i)
-        if (w.scale[i] < lo || w.scale[i] > hi) return false;
-    return true;
+    uint8_t mn = 255, mx = 0;
+    for (int64_t i = sr0 * w.scale_cols(); i < (sr1 + 1) * w.scale_cols(); ++i) {
+        mn = std::min(mn, w.scale[i]);
+        mx = std::max(mx, w.scale[i]);
+    }
+    return mn >= lo && mx <= hi;
 }
 
 // Whether every row of this call has a register-decoding GEMV on a kW-float ISA.
@@ -142,7 +147,8 @@ void reserve_thread_scratch(int64_t n, int64_t cols) {
     n = std::min(n, kMaxTokensPerCall);
     const int64_t n_pad = (n + 15) / 16 * 16;
     // The largest of: GEMV preparation / fold (n x cols), the GEMM's transposed activations (cols x n_pad),
-    // the int8 quantized activations and scales, the F32 and int8 GEMM panels.
+    // the int8 quantized activations and scales, the F32 and int8 GEMM panels, the AMX-BF16 GEMMs' BF16
+    // activation blocks (three pieces per 64-token chunk, one per 128) and their C tiles and panels.
     const int64_t need = std::max(
         {n_pad * cols + cols / detail::kQBlock * n_pad + 64, detail::gemv_q_scratch_floats(n, cols),
          detail::kGemmRowTile * (detail::kGemmKc + n_pad), detail::int8_scratch_floats(n_pad),
@@ -354,6 +360,19 @@ void gemv_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     for_row_groups(a, pool, serial, body);
 }
 
+// a's tokens in balanced chunks of at most max_tokens (equal sizes but for the last): fn(c), c the chunk's
+// MatmulArgs (x, y and n moved to it).
+template <class Fn> void for_token_chunks(const MatmulArgs& a, int64_t max_tokens, const Fn& fn) {
+    const int64_t chunks = (a.n + max_tokens - 1) / max_tokens, per = (a.n + chunks - 1) / chunks;
+    for (int64_t t0 = 0; t0 < a.n; t0 += per) {
+        MatmulArgs c = a;
+        c.x = a.x + t0 * a.ldx;
+        c.y = a.y + t0 * a.ldy;
+        c.n = std::min(per, a.n - t0);
+        fn(c);
+    }
+}
+
 // Output rows of a tile GEMM over the pool: guided chunks of whole panels (panel_rows: the int8 GEMMs'
 // kQRowTile, the AMX-BF16 GEMM's kAmxBf16RowTile; at least two panels), so every panel is the same rows
 // whatever the split (an FP4 panel's kernel depends on which rows it holds: gemm_int8.h) and neither core
@@ -438,13 +457,7 @@ void matmul_amx_bf16x3(const MatmulArgs& a, core::ThreadPool* pool, bool serial,
                                          : fp8 ? t.fp8
                                          : w.format == core::WeightFormat::kFp4Group ? t.fp4
                                                                                      : t.bf16;
-    const int64_t chunk_tokens = one ? detail::kAmxBf16x1Tokens : detail::kAmxBf16x3Tokens;
-    const int64_t chunks = (a.n + chunk_tokens - 1) / chunk_tokens, per = (a.n + chunks - 1) / chunks;
-    for (int64_t t0 = 0; t0 < a.n; t0 += per) {
-        MatmulArgs c = a;
-        c.x = a.x + t0 * a.ldx;
-        c.y = a.y + t0 * a.ldy;
-        c.n = std::min(per, a.n - t0);
+    for_token_chunks(a, one ? detail::kAmxBf16x1Tokens : detail::kAmxBf16x3Tokens, [&](const MatmulArgs& c) {
         const int64_t groups = (c.n + 15) / 16;
         std::vector<float>& buf = scratch(3); // xb3: pieces x groups x [cols / 2, 16, 2] BF16
         buf.resize(static_cast<size_t>(pieces * groups * 16 * w.cols / 2));
@@ -453,7 +466,7 @@ void matmul_amx_bf16x3(const MatmulArgs& a, core::ThreadPool* pool, bool serial,
         serial ? prep(0, groups) : pool->parallel_for(groups, std::ref(prep));
         panel_gemm_rows(c, pool, serial, detail::kAmxBf16RowTile, detail::amx_bf16x3_scratch_floats(groups),
                         [&](int64_t r0, int64_t r1, float* s) { gemm(c, r0, r1, xb3, groups, s); });
-    }
+    });
 }
 
 // The older FP4 int8 GEMM (linear_avx512_vnni.cpp: CPUs with VNNI but not VBMI), activations as u8 in
@@ -697,17 +710,12 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     // output is the same sum in the same order whatever the chunking (each kernel's tiles compute a token
     // independently of the others). Chunks are balanced (at least 65 tokens when there are several), so no
     // chunk is short enough to take the FP4 GEMV's 1-2 token kernel.
-    const int64_t chunks = (a.n + kF32GemmTokens - 1) / kF32GemmTokens, per = (a.n + chunks - 1) / chunks;
-    for (int64_t t0 = 0; t0 < a.n; t0 += per) {
-        MatmulArgs c = a;
-        c.x = a.x + t0 * a.ldx;
-        c.y = a.y + t0 * a.ldy;
-        c.n = std::min(per, a.n - t0);
+    for_token_chunks(a, kF32GemmTokens, [&](const MatmulArgs& c) {
         if ((c.n <= kGemvMaxTokens || gemv_beats_gemm(c, isa)) && k.fits(c))
             gemv_f32(c, k, pool, serial);
         else
             gemm_f32(c, k, pool, serial);
-    }
+    });
 }
 
 void matmul_multi(std::span<const MatmulArgs> args) {
