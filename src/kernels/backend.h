@@ -35,6 +35,10 @@ public:
     virtual void set_thread_pool(core::ThreadPool* pool) {}
     // Threads its ops may run at once (per-thread scratch in a workspace plan).
     virtual int num_threads() const { return 1; }
+    // Sizes the ops' own per-thread scratch (the CPU matmuls keep theirs per thread, grown on first use) for
+    // every call of up to `max_tokens` tokens on weights of up to `max_cols` columns, on every thread the
+    // backend runs on, so that no later step grows it: the model's configure_runtime, with its plan.
+    virtual void reserve_scratch(int64_t max_tokens, int64_t max_cols) {}
 
     Workspace& workspace() { return ws_; }
     Profiler& profiler() { return prof_; }

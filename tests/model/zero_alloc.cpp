@@ -192,5 +192,54 @@ TEST(ZeroAlloc, SteadyStateDecodeAllocatesNothing) {
     EXPECT_LE(m.backend().workspace().high_water(), planned);
 }
 
+// A prefill longer than any step before it allocates nothing either: the kernels' per-thread matmul scratch
+// is planned from max_num_batched_tokens by configure_runtime (Backend::reserve_scratch), not grown by the
+// first step that needs more. Before, a server's heap grew whenever a busier moment batched more tokens into
+// one step than any step before it (the load test's baseline moved by up to ~700 KiB from run to run).
+TEST(ZeroAlloc, ALongerStepThanAnyBeforeAllocatesNoMatmulScratch) {
+    auto loaded = DeepseekV4Model::load(std::string(DEEPINFER_SOURCE_DIR) + "/models/tiny-v4");
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    DeepseekV4Model& m = **loaded;
+    core::ThreadPool pool(2);
+    const int64_t T = 96;
+    ASSERT_TRUE(m.configure_runtime({T, 2}).ok());
+    m.set_backend(std::make_unique<MarkingBackend>(&pool));
+    const int64_t bs = 8;
+    ASSERT_TRUE(m.init_kv_cache({bs, 32, 2}).ok());
+    const int64_t V = m.vocab_size();
+    // A prompt of `len` tokens in slot `s` (blocks 16 s ..).
+    auto prompt = [&](int32_t s, int64_t len) {
+        ForwardBatch b;
+        SequenceChunk ch;
+        ch.seq_id = s;
+        ch.slot = s;
+        ch.num_tokens = static_cast<int32_t>(len);
+        ch.reset_slot = true;
+        for (int32_t k = 0; k < 16; ++k) ch.block_table.push_back(s * 16 + k);
+        for (int64_t i = 0; i < len; ++i) {
+            b.token_ids.push_back(static_cast<int32_t>(2 + (7 * i + 31 * s) % (V - 2)));
+            b.positions.push_back(i);
+        }
+        b.logits_rows.push_back(static_cast<int32_t>(len - 1));
+        b.chunks.push_back(ch);
+        return b;
+    };
+    std::vector<float> logits(V);
+    ForwardBatch small = prompt(0, 5), large = prompt(1, T);
+    ASSERT_TRUE(m.forward(small, logits.data()).ok()); // first touch of everything at a small size
+    g_allocs = 0;
+    g_linear_allocs = 0;
+    g_counting = true;
+    const core::Status st = m.forward(large, logits.data());
+    g_counting = false;
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    std::printf("allocations in a %lld-token prefill after a 5-token one: %lld outside kernels::matmul, %lld "
+                "inside it\n",
+                static_cast<long long>(T), static_cast<long long>(g_allocs.load()),
+                static_cast<long long>(g_linear_allocs.load()));
+    EXPECT_EQ(g_linear_allocs.load(), 0) << "the matmuls grew their scratch in a step within the plan";
+    EXPECT_EQ(g_allocs.load(), 0) << "heap allocations outside kernels::matmul in a step within the plan";
+}
+
 } // namespace
 } // namespace deepinfer::model::deepseek_v4

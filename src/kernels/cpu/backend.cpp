@@ -43,10 +43,16 @@ CpuBackend::CpuBackend(core::ThreadPool* pool) {
 
 void CpuBackend::set_thread_pool(core::ThreadPool* pool) {
     pool_ = pool ? pool : &core::ThreadPool::global();
+    own_pool_ = pool != nullptr;
 }
 
 int CpuBackend::num_threads() const {
     return pool_->num_threads();
+}
+
+void CpuBackend::reserve_scratch(int64_t max_tokens, int64_t max_cols) {
+    // Not on the global fallback pool (tools, tests): its threads serve every caller in the process.
+    if (own_pool_ && max_tokens > 0 && max_cols > 0) reserve_pool_scratch(pool_, max_tokens, max_cols);
 }
 
 BufferPtr CpuBackend::alloc_floats(int64_t n) {

@@ -13,6 +13,7 @@ public:
     BufferPtr alloc_floats(int64_t n) override;
     void set_thread_pool(core::ThreadPool* pool) override;
     int num_threads() const override;
+    void reserve_scratch(int64_t max_tokens, int64_t max_cols) override;
     core::ThreadPool& pool() { return *pool_; }
 
 protected:
@@ -33,6 +34,7 @@ protected:
 
 private:
     core::ThreadPool* pool_;
+    bool own_pool_ = false; // given a pool (not the global fallback, whose threads reserve_scratch leaves be)
 };
 
 // The threaded versions (tested against ref/ in tests/kernels). Scratch comes from ws (released on return).

@@ -176,8 +176,15 @@ int64_t DeepseekV4Model::workspace_bytes(int64_t T) const {
 void DeepseekV4Model::set_thread_pool(core::ThreadPool* pool) {
     backend_->set_thread_pool(pool);
     // Per-thread scratch scales with the pool: re-plan (setup time, not a step).
-    if (runtime_.max_num_batched_tokens > 0)
-        backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
+    if (runtime_.max_num_batched_tokens > 0) plan_runtime();
+}
+
+void DeepseekV4Model::plan_runtime() {
+    backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
+    // The kernels' own per-thread scratch too, sized by the largest matmul a step can make rather than by
+    // the largest step seen so far (a server's heap grew whenever a busy moment batched more tokens than
+    // any step before it).
+    backend_->reserve_scratch(runtime_.max_num_batched_tokens, weights_.max_linear_cols());
 }
 
 void DeepseekV4Model::set_backend(std::unique_ptr<kernels::Backend> backend) {
@@ -185,8 +192,7 @@ void DeepseekV4Model::set_backend(std::unique_ptr<kernels::Backend> backend) {
     cache_ = KvCache();
     pending_copies_.clear();
     backend_ = std::move(backend);
-    if (runtime_.max_num_batched_tokens > 0)
-        backend_->workspace().reserve(workspace_bytes(runtime_.max_num_batched_tokens));
+    if (runtime_.max_num_batched_tokens > 0) plan_runtime();
 }
 
 core::Status DeepseekV4Model::configure_runtime(const RuntimeSpec& spec) {
@@ -194,7 +200,7 @@ core::Status DeepseekV4Model::configure_runtime(const RuntimeSpec& spec) {
         return core::invalid_argument(
             "configure_runtime: max_num_batched_tokens and max_num_seqs must be positive");
     runtime_ = spec;
-    backend_->workspace().reserve(workspace_bytes(spec.max_num_batched_tokens));
+    plan_runtime();
     covered_.reserve(spec.max_num_batched_tokens);
     return core::Status();
 }

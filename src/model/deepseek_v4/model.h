@@ -95,6 +95,7 @@ private:
     core::Status validate(const ForwardBatch& batch) const;
     void run(const ForwardBatch& batch, float* logits);
     void run_pending_copies();
+    void plan_runtime(); // the workspace and the kernels' scratch for runtime_ (setup time)
 
     std::unique_ptr<weights::Checkpoint> ckpt_;
     ModelConfig config_;

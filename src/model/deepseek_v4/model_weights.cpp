@@ -149,6 +149,25 @@ int64_t ModelWeights::resident_weight_bytes() const {
     return b;
 }
 
+int64_t ModelWeights::max_linear_cols() const {
+    int64_t m = std::max(head.cols, hc_head_fn.cols);
+    auto take = [&m](std::initializer_list<const core::Weight*> ws) {
+        for (const core::Weight* w : ws) m = std::max(m, w->cols);
+    };
+    auto expert = [&take](const ExpertWeights& e) { take({&e.w1, &e.w2, &e.w3}); };
+    for (const LayerWeights& l : layers) {
+        const AttentionWeights& a = l.attn;
+        take({&l.hc_attn.fn, &l.hc_ffn.fn, &a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b, &l.ffn.gate});
+        if (a.has_compressor) take({&a.compressor.wkv, &a.compressor.wgate});
+        if (a.has_indexer)
+            take({&a.indexer.wq_b, &a.indexer.weights_proj, &a.indexer.compressor.wkv,
+                  &a.indexer.compressor.wgate});
+        for (const ExpertWeights& e : l.ffn.experts) expert(e);
+        if (l.ffn.has_shared) expert(l.ffn.shared);
+    }
+    return m;
+}
+
 Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& c, ExpertRange range,
                                   model::HeadRows head_rows) {
     ModelWeights w;

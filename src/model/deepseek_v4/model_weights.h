@@ -90,6 +90,9 @@ struct ModelWeights {
 
     // Bytes of the bound weights as stored (views) plus the small F32 copies.
     int64_t resident_weight_bytes() const;
+    // The most columns of any matrix a forward multiplies (the mHC `fn` weights: hc x D): what the
+    // matmuls' per-thread scratch is planned for (Backend::reserve_scratch).
+    int64_t max_linear_cols() const;
 };
 
 // Which routed experts a rank binds (expert parallelism): [first, last); last < 0 means all. Unbound

@@ -234,6 +234,13 @@ Status DeepseekV41Model::init_kv_cache(const KvCacheSpec& spec) {
 
 void DeepseekV41Model::set_thread_pool(core::ThreadPool* pool) {
     backend_->set_thread_pool(pool);
+    reserve_kernel_scratch();
+}
+
+// The kernels' per-thread scratch sized by the largest matmul a step can make, not by the largest step seen
+// so far (setup time).
+void DeepseekV41Model::reserve_kernel_scratch() {
+    if (max_tokens_ > 0) backend_->reserve_scratch(max_tokens_, weights_.max_linear_cols());
 }
 
 void DeepseekV41Model::copy_block(int32_t src, int32_t dst) {
@@ -424,6 +431,8 @@ Status DeepseekV41Model::configure_runtime(const RuntimeSpec& spec) {
         return core::invalid_argument("configure_runtime: max_num_batched_tokens must be positive");
     engram_gather_ = spec.engram_gather;
     if (config_.engram.enabled()) reserve_engram(spec.max_num_batched_tokens);
+    max_tokens_ = spec.max_num_batched_tokens;
+    reserve_kernel_scratch();
     return {};
 }
 

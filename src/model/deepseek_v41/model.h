@@ -143,6 +143,7 @@ private:
     core::Status validate(const ForwardBatch& batch) const;
     void hash_chunk(const ForwardBatch& batch, const Chunk& ch);
     void reserve_engram(int64_t tokens);
+    void reserve_kernel_scratch();
     void run_chunk(const ForwardBatch& batch, const Chunk& ch, std::vector<float>& final_hidden);
     // The sublayers take and return this rank's rows of the chunk (ch.rows: all of them unless split):
     // h [rows, hc, D], x and out [rows, D].
@@ -167,6 +168,7 @@ private:
     std::unique_ptr<weights::Checkpoint> ckpt_;
     ModelConfig config_;
     ModelWeights weights_;
+    int64_t max_tokens_ = 0; // configure_runtime's max_num_batched_tokens
     EngramHasher hasher_;
     deepseek_v4::RopeTable main_rope_, compress_rope_;
     std::unique_ptr<kernels::Backend> backend_;

@@ -1,5 +1,7 @@
 #include "model/deepseek_v41/model_weights.h"
 
+#include <algorithm>
+#include <initializer_list>
 #include <string>
 
 #include "model/weight_binding.h"
@@ -96,6 +98,23 @@ Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t
 }
 
 } // namespace
+
+int64_t ModelWeights::max_linear_cols() const {
+    int64_t m = head.cols;
+    auto take = [&m](std::initializer_list<const core::Weight*> ws) {
+        for (const core::Weight* w : ws) m = std::max(m, w->cols);
+    };
+    auto expert = [&take](const ExpertWeights& e) { take({&e.w1, &e.w2, &e.w3}); };
+    for (const LayerWeights& l : layers) {
+        const AttentionWeights& a = l.attn;
+        take({&l.hc_attn.fn, &l.hc_ffn.fn, &a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b, &l.ffn.gate,
+              &a.compressor.wkv, &a.compressor.wgate, &a.indexer.wq_b, &a.indexer.weights_proj, &a.indexer.wk,
+              &l.engram.wkv});
+        for (const ExpertWeights& e : l.ffn.experts) expert(e);
+        expert(l.ffn.shared);
+    }
+    return m;
+}
 
 Result<ModelWeights> ModelWeights::bind(const weights::Checkpoint& ckpt, const ModelConfig& c,
                                         int64_t first_expert, int64_t last_expert,

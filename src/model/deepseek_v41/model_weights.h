@@ -88,6 +88,9 @@ struct ModelWeights {
     static core::Result<ModelWeights> bind(const weights::Checkpoint& ckpt, const ModelConfig& config,
                                            int64_t first_expert = 0, int64_t last_expert = -1,
                                            model::HeadRows head_rows = {});
+    // The most columns of any matrix a forward multiplies (the mHC `fn` weights: hc x D): what the
+    // matmuls' per-thread scratch is planned for (Backend::reserve_scratch).
+    int64_t max_linear_cols() const;
 };
 
 } // namespace deepinfer::model::deepseek_v41
