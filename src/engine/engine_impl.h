@@ -2,6 +2,7 @@
 // LLMEngine's internals, shared by engine.cpp (add_request / abort / step / create) and
 // engine_invariants.cpp (the test-facing consistency check). Internal to the engine.
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,6 +29,15 @@ public:
                       std::max<int32_t>(1, static_cast<int32_t>(config.num_kv_blocks / 100))},
                      &blocks_) {
         metrics_.kv_blocks_total = config.num_kv_blocks;
+        // A step's per-row buffers, planned for its most sampling rows (one per running sequence) rather than
+        // grown by the busiest step so far (a server's heap then moved with the load it had seen; only
+        // prompt-logprob rows can ask for more).
+        const auto rows = static_cast<size_t>(std::max<int32_t>(config.max_num_seqs, 1));
+        logits_.reserve(rows * static_cast<size_t>(vocab));
+        presampled_.reserve(rows);
+        plain_rows_.reserve(rows);
+        row_masked_.reserve(rows);
+        changed_.reserve(rows);
     }
 
     ~Impl() {
