@@ -10,7 +10,8 @@
 // single-core FP32 FMA / int8 VNNI peaks measured in the same run, in the same thread CPU time (12
 // independent register-resident chains, as `deepinfer bench`'s probe).
 //
-//   gemm_bench [--rows 2048] [--cols 4096] [--reps 3] [--tokens 16,24,32,64,128,512]
+//   gemm_bench [--rows 2048] [--cols 4096] [--reps 3] [--tokens 16,24,32,64,128,512] [--formats fp8,fp4,bf16]
+//              [--fast-only]
 
 #include <immintrin.h>
 #include <time.h>
@@ -152,9 +153,22 @@ __attribute__((target("avx512f,avx512vnni"))) double vnni_peak() {
 int main(int argc, char** argv) {
     int64_t rows = 2048, cols = 4096, reps = 3;
     std::vector<int64_t> tokens = {16, 24, 32, 64, 128, 512};
-    for (int i = 1; i + 1 < argc; i += 2) {
+    std::string formats = "fp8,fp4,bf16";
+    bool fast_only = false;
+    for (int i = 1; i < argc; i += 2) {
         const std::string k = argv[i];
-        if (k == "--rows") {
+        if (k == "--fast-only") {
+            fast_only = true;
+            --i;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "gemm_bench: %s needs a value\n", k.c_str());
+            return 2;
+        }
+        if (k == "--formats") {
+            formats = argv[i + 1];
+        } else if (k == "--rows") {
             rows = std::atoll(argv[i + 1]);
         } else if (k == "--cols") {
             cols = std::atoll(argv[i + 1]);
@@ -209,7 +223,9 @@ int main(int argc, char** argv) {
         for (const WeightSet* s : {&fp8, &fp4, &bf16}) {
             const bool is4 = s == &fp4;
             const char* fmt = is4 ? "fp4" : s == &fp8 ? "fp8" : "bf16";
+            if (("," + formats + ",").find("," + std::string(fmt) + ",") == std::string::npos) continue;
             for (Numerics num : {Numerics::kExact, Numerics::kFast}) {
+                if (fast_only && num == Numerics::kExact) continue;
                 report(fmt, num == Numerics::kFast ? "fast (dispatch)" : "exact (dispatch)",
                        num == Numerics::kFast ? vnni1 : fma1, [&](int i) {
                            const MatmulArgs a{x.data(), n,        cols, &s->w[i], 0,
@@ -217,6 +233,7 @@ int main(int argc, char** argv) {
                            cpu::matmul_isa(a, cpu::Isa::kAvx512);
                        });
             }
+            if (fast_only) continue;
             if (cpu::amx_bf16_supported()) {
                 // exact without AMX-BF16: the F32 GEMM the dispatcher takes on other AVX-512 CPUs
                 report(fmt, "exact, F32 GEMM", fma1, [&](int i) {
