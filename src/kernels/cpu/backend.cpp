@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <new>
 
 #include "core/check.h"
 #include "core/thread_pool.h"
@@ -55,9 +56,12 @@ void CpuBackend::reserve_scratch(int64_t max_tokens, int64_t max_cols) {
     if (own_pool_ && max_tokens > 0 && max_cols > 0) reserve_pool_scratch(pool_, max_tokens, max_cols);
 }
 
+// 64-byte aligned (a KV row of whole cache lines starts on one; new float[] gave 16 bytes), zero-filled.
 BufferPtr CpuBackend::alloc_floats(int64_t n) {
-    float* p = new float[static_cast<size_t>(std::max<int64_t>(n, 1))]();
-    return BufferPtr(p, [](float* q) { delete[] q; });
+    const auto count = static_cast<size_t>(std::max<int64_t>(n, 1));
+    auto* p = static_cast<float*>(::operator new[](count * sizeof(float), std::align_val_t{64}));
+    std::fill_n(p, count, 0.0f);
+    return BufferPtr(p, [](float* q) { ::operator delete[](q, std::align_val_t{64}); });
 }
 
 void CpuBackend::run_embedding(const EmbeddingParams& p) {
