@@ -84,8 +84,9 @@ constexpr int64_t kInt8OverBf16Tokens = 28;
 constexpr int64_t kAmxMinTokens = 9;
 // Where amx_supported(): FP4 weights take the int8 tile GEMM from this many tokens instead of the int8 GEMV
 // (one core, 2048 x 4096, gemm_bench, ms per matrix, GEMV / tiles: 4 tokens 0.30-0.34 / 0.43, 5 0.42-0.47 /
-// 0.45, 6 0.52 / 0.44-0.46, 8 0.60-0.73 / 0.46-0.52).
-constexpr int64_t kAmxFp4MinTokens = 6;
+// 0.45, 6 0.52 / 0.44-0.46, 8 0.60-0.73 / 0.46-0.52; since the scratch is 64-byte aligned, session 22, 3
+// alternating rounds: 3 tokens 0.35-0.38 / 0.57-0.58, 4 0.44-0.48 / 0.56-0.58, 5 0.63-0.65 / 0.56-0.57).
+constexpr int64_t kAmxFp4MinTokens = 5;
 // The most tokens Numerics::kFast runs FP4 weights through the int8 GEMV on this CPU (kAmxFp4MinTokens - 1
 // where amx_supported(), else kGemvMaxTokens).
 int64_t fast_fp4_gemv_max_tokens();
