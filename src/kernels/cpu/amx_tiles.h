@@ -16,10 +16,14 @@ struct alignas(64) AmxTileConfig {
     uint8_t rows[16] = {};
 };
 
-__attribute__((target("amx-tile"))) inline void amx_configure_16x64() {
+// cols0 / cols1: the width in bytes of tiles 0, 4, 5 / 1, 6, 7 (the int8 GEMM's C and B tiles of its first /
+// second group of 16 tokens: 32 for a group of 8); tiles 2, 3 are 64 wide.
+__attribute__((target("amx-tile"))) inline void amx_configure_16x64(int cols0 = 64, int cols1 = 64) {
     AmxTileConfig c;
     for (int i = 0; i < 8; ++i) {
-        c.colsb[i] = 64;
+        c.colsb[i] = static_cast<uint16_t>(i == 0 || i == 4 || i == 5 ? cols0
+                                           : i == 1 || i >= 6         ? cols1
+                                                                      : 64);
         c.rows[i] = 16;
     }
     // GCC's _tile_loadconfig names only the first 8 bytes of the configuration as its memory operand, so

@@ -559,7 +559,8 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
     const uint8_t* srow[kQRowTile];
     const uint16_t* wrow16[kQRowTile]; // BF16: each panel row's values
 #ifndef DEEPINFER_GEMM_INT8_EMULATED
-    if constexpr (kAmx) amx_configure_16x64(); // the tile configuration is per thread
+    if constexpr (kAmx) // the tile configuration is per thread
+        amx_configure_16x64(n_pad == 8 ? 32 : 64, n_pad == 24 ? 32 : 64);
 #endif
     for (int64_t rt = r0; rt < r1; rt += kQRowTile) {
         const int64_t rows = min64(kQRowTile, r1 - rt);
