@@ -411,7 +411,7 @@ void matmul_int8(const MatmulArgs& a, core::ThreadPool* pool, bool serial, detai
     const core::Weight& w = *a.w;
     // On AMX at most 8 tokens are padded to 16: a lone group of 8 (xq's token stride 32 bytes, the tiles
     // still 16 tokens wide) ran FP4 at 0.73-0.84 ms per 2048 x 4096 matrix against 0.43-0.46 padded
-    // (gemm_bench, one core).
+    // (gemm_bench, one core); on tiles 8 tokens wide, 0.97 against 0.49-0.55 (session 22).
     const int64_t pad = detail::kGemmQPad, nkb = w.cols / detail::kQBlock,
                   n_pad = amx_supported() && a.n <= pad ? 2 * pad : (a.n + pad - 1) / pad * pad;
     // xq [cols / 4, n_pad, 4] bytes, xs [nkb, n_pad], seed [nkb, 5, n_pad]
