@@ -166,10 +166,7 @@ void reserve_thread_scratch(int64_t n, int64_t cols) {
          detail::amx_bf16_scratch_floats(n_pad), 3 * std::min(n_pad, detail::kAmxBf16x3Tokens) * cols / 2,
          std::min(n_pad, detail::kAmxBf16x1Tokens) * cols / 2,
          detail::amx_bf16x3_scratch_floats(std::min(n_pad, detail::kAmxBf16x1Tokens) / 16)});
-    for (int i = 0; i < 4; ++i) {
-        std::vector<float>& buf = scratch(i);
-        if (buf.size() < static_cast<size_t>(need + 16)) buf.resize(static_cast<size_t>(need + 16));
-    }
+    for (int i = 0; i < 4; ++i) scratch_at(i, need); // what a later scratch_at(i, <= need) finds in place
 }
 
 void reserve_pool_scratch(core::ThreadPool* pool, int64_t n, int64_t cols) {
