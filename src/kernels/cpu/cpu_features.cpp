@@ -22,8 +22,9 @@ namespace {
 constexpr int kNoIsa = -1;
 std::atomic<int> g_forced{kNoIsa};
 std::atomic<Numerics> g_numerics{Numerics::kExact};
-std::atomic<int> g_rows_in_l1{-1}; // force_gemv_rows_in_l1's mode
-std::atomic<int> g_amx_bf16{-1};   // force_amx_bf16_off's mode
+std::atomic<int> g_rows_in_l1{-1};  // force_gemv_rows_in_l1's mode
+std::atomic<int> g_row_streams{-1}; // force_row_streams's mode
+std::atomic<int> g_amx_bf16{-1};    // force_amx_bf16_off's mode
 
 // Whether the environment variable is set to "0" (a switch turned off).
 bool env_off(const char* name) {
@@ -195,6 +196,23 @@ bool detail::gemv_rows_in_l1() {
             DI_LOG(Warn) << "DEEPINFER_GEMV_ACC=" << env << " is not one of l1|registers; ignored";
         }
         return amd_cpu();
+    }();
+    return yes;
+}
+
+void detail::force_row_streams(int mode) {
+    g_row_streams.store(mode, std::memory_order_relaxed);
+}
+
+bool detail::row_streams() {
+    if (const int forced = g_row_streams.load(std::memory_order_relaxed); forced >= 0) return forced == 1;
+    static const bool yes = [] {
+        const char* env = std::getenv("DEEPINFER_GEMV_ROWS");
+        if (env != nullptr && std::string_view(env) == "tile") return false;
+        if (env != nullptr && *env != '\0' && std::string_view(env) != "streams") {
+            DI_LOG(Warn) << "DEEPINFER_GEMV_ROWS=" << env << " is not one of streams|tile; ignored";
+        }
+        return true;
     }();
     return yes;
 }

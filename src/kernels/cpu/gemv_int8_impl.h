@@ -70,9 +70,10 @@ void quantize_gemv(const MatmulArgs& a, int8_t* xq, int32_t* corr, float* xs) {
     }
 }
 
+// Rows r, r + rs, ..., r + (R - 1) rs (rs > 1: one row of each of R row streams, linear_kernels.h).
 template <int R, int T>
-void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t t0, const int8_t* xq, const int32_t* corr,
-                 const float* xs) {
+void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t rs, int64_t t0, const int8_t* xq,
+                 const int32_t* corr, const float* xs) {
     const core::Weight& w = *a.w;
     const int64_t cols = w.cols, nb = cols / kQBlock;
     const __m512i table =
@@ -87,13 +88,13 @@ void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t t0, const int8_t* xq, c
         static_cast<int>(0x80808003u));
     const uint8_t* wrow[R];
     const uint8_t* srow[R];
-    const uint8_t*
-        next[R]; // the next tile's rows, prefetched into L2 by the first token tile (linear_impl.h)
+    const uint8_t* next[R]; // the rows read next, prefetched into L2 by the first token tile (linear_impl.h)
     const bool prefetch = t0 == 0;
     for (int i = 0; i < R; ++i) {
-        wrow[i] = static_cast<const uint8_t*>(w.data) + (r + i) * (cols / 2);
-        srow[i] = w.scale + (r + i) * (cols / 32);
-        next[i] = static_cast<const uint8_t*>(w.data) + prefetch_row(r + i, R, cols / 2, w.rows) * (cols / 2);
+        wrow[i] = static_cast<const uint8_t*>(w.data) + (r + i * rs) * (cols / 2);
+        srow[i] = w.scale + (r + i * rs) * (cols / 32);
+        next[i] = static_cast<const uint8_t*>(w.data) +
+                  next_rows_row(r + i * rs, rs, R, cols / 2, w.rows) * (cols / 2);
     }
     __m512 f[R][T];
     for (int i = 0; i < R; ++i)
@@ -125,24 +126,25 @@ void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t t0, const int8_t* xq, c
     }
     for (int i = 0; i < R; ++i)
         for (int t = 0; t < T; ++t)
-            a.y[(t0 + t) * a.ldy + (r + i - a.row_begin)] = _mm512_reduce_add_ps(f[i][t]);
+            a.y[(t0 + t) * a.ldy + (r + i * rs - a.row_begin)] = _mm512_reduce_add_ps(f[i][t]);
 }
 
 template <int R>
-void gemv_q_rows(const MatmulArgs& a, int64_t r, const int8_t* xq, const int32_t* corr, const float* xs) {
+void gemv_q_rows(const MatmulArgs& a, int64_t r, int64_t rs, const int8_t* xq, const int32_t* corr,
+                 const float* xs) {
     for (int64_t t0 = 0; t0 < a.n; t0 += 4) {
         switch (min64(4, a.n - t0)) {
         case 1:
-            gemv_q_tile<R, 1>(a, r, t0, xq, corr, xs);
+            gemv_q_tile<R, 1>(a, r, rs, t0, xq, corr, xs);
             break;
         case 2:
-            gemv_q_tile<R, 2>(a, r, t0, xq, corr, xs);
+            gemv_q_tile<R, 2>(a, r, rs, t0, xq, corr, xs);
             break;
         case 3:
-            gemv_q_tile<R, 3>(a, r, t0, xq, corr, xs);
+            gemv_q_tile<R, 3>(a, r, rs, t0, xq, corr, xs);
             break;
         default:
-            gemv_q_tile<R, 4>(a, r, t0, xq, corr, xs);
+            gemv_q_tile<R, 4>(a, r, rs, t0, xq, corr, xs);
             break;
         }
     }
@@ -159,10 +161,14 @@ void gemv_q(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const
     // 35.6 (28/30); 3072 x 7168 34.4 -> 36.2 (26/30); but 2048 x 8192 41.7 -> 38.6 (2/30), where the
     // row's 12 KiB of activations and corrections crowd L1 beside the streamed codes: wider rows keep
     // the tile.
-    if (a.n == 1 && a.w->cols <= 7168) {
-        for (; r < end; ++r) gemv_q_tile<1, 1>(a, r, 0, xq, corr, xs);
+    if (row_streams()) {
+        const int64_t q = (end - r) / 4; // 4 streams of q rows, then the rows left one by one
+        for (int64_t j = 0; j < q; ++j) gemv_q_rows<4>(a, r + j, q, xq, corr, xs);
+        r += 4 * q;
+    } else if (a.n == 1 && a.w->cols <= 7168) {
+        for (; r < end; ++r) gemv_q_tile<1, 1>(a, r, 1, 0, xq, corr, xs);
         return;
     }
-    for (; r + 4 <= end; r += 4) gemv_q_rows<4>(a, r, xq, corr, xs);
-    for (; r < end; ++r) gemv_q_rows<1>(a, r, xq, corr, xs);
+    for (; r + 4 <= end; r += 4) gemv_q_rows<4>(a, r, 1, xq, corr, xs);
+    for (; r < end; ++r) gemv_q_rows<1>(a, r, 1, xq, corr, xs);
 }

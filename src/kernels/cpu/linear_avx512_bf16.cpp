@@ -49,18 +49,20 @@ template <bool kFp8> inline __m512bh load_w(const void* base, int64_t off) {
     }
 }
 
+// Rows r, r + rs, ..., r + (R - 1) rs (rs = 1: consecutive rows; rs > 1: one row of each of R row streams,
+// row_streams in linear_kernels.h).
 template <bool kFp8, int R, int T>
-void tile(const MatmulArgs& a, int64_t r, int64_t t0, const uint16_t* xb, float out_scale) {
+void tile(const MatmulArgs& a, int64_t r, int64_t rs, int64_t t0, const uint16_t* xb, float out_scale) {
     const core::Weight& w = *a.w;
     const int64_t cols = w.cols;
-    // The next tile's rows, prefetched into L2 by the first token tile, once per 64-byte line (the exact
+    // The rows read next, prefetched into L2 by the first token tile, once per 64-byte line (the exact
     // GEMV's NextTile, linear_impl.h: the hardware prefetcher restarts at every tile).
     constexpr int64_t kBytes = kFp8 ? 1 : 2;
     const char* next[R];
     const bool prefetch = t0 == 0;
     for (int i = 0; i < R; ++i)
-        next[i] =
-            static_cast<const char*>(w.data) + prefetch_row(r + i, R, cols * kBytes, w.rows) * cols * kBytes;
+        next[i] = static_cast<const char*>(w.data) +
+                  next_rows_row(r + i * rs, rs, R, cols * kBytes, w.rows) * cols * kBytes;
     if (T == 1 && R > 1 && gemv_rows_in_l1()) {
         // One token where gemv_rows_in_l1 (AMD): the rows in a loop that is not unrolled, their accumulators
         // in an L1 array (the exact GEMV's batch-1 BF16 loop, linear_impl.h: on Zen 4 it issues its weight
@@ -74,13 +76,14 @@ void tile(const MatmulArgs& a, int64_t r, int64_t t0, const uint16_t* xb, float 
             const bool line = prefetch && (kBytes == 2 || c % 64 == 0);
 #pragma GCC unroll 1
             for (int i = 0; i < R; ++i) {
-                const __m512bh wv = load_w<kFp8>(row0 + i * cols * kBytes, c);
+                const __m512bh wv = load_w<kFp8>(row0 + i * rs * cols * kBytes, c);
                 if (line) _mm_prefetch(next[i] + c * kBytes, _MM_HINT_T1);
                 _mm512_store_ps(am[i], _mm512_dpbf16_ps(_mm512_load_ps(am[i]), wv, xv));
             }
         }
         for (int i = 0; i < R; ++i)
-            a.y[t0 * a.ldy + (r + i - a.row_begin)] = _mm512_reduce_add_ps(_mm512_load_ps(am[i])) * out_scale;
+            a.y[t0 * a.ldy + (r + i * rs - a.row_begin)] =
+                _mm512_reduce_add_ps(_mm512_load_ps(am[i])) * out_scale;
         return;
     }
     __m512 acc[R][T];
@@ -92,29 +95,30 @@ void tile(const MatmulArgs& a, int64_t r, int64_t t0, const uint16_t* xb, float 
         if (prefetch && (kBytes == 2 || c % 64 == 0))
             for (int i = 0; i < R; ++i) _mm_prefetch(next[i] + c * kBytes, _MM_HINT_T1);
         for (int i = 0; i < R; ++i) {
-            const __m512bh wv = load_w<kFp8>(w.data, (r + i) * cols + c);
+            const __m512bh wv = load_w<kFp8>(w.data, (r + i * rs) * cols + c);
             for (int t = 0; t < T; ++t) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv, xv[t]);
         }
     }
     for (int i = 0; i < R; ++i)
         for (int t = 0; t < T; ++t)
-            a.y[(t0 + t) * a.ldy + (r + i - a.row_begin)] = _mm512_reduce_add_ps(acc[i][t]) * out_scale;
+            a.y[(t0 + t) * a.ldy + (r + i * rs - a.row_begin)] = _mm512_reduce_add_ps(acc[i][t]) * out_scale;
 }
 
-template <bool kFp8, int R> void rows(const MatmulArgs& a, int64_t r, const uint16_t* xb, float out_scale) {
+template <bool kFp8, int R>
+void rows(const MatmulArgs& a, int64_t r, int64_t rs, const uint16_t* xb, float out_scale) {
     for (int64_t t0 = 0; t0 < a.n; t0 += 4) {
         switch (min64(4, a.n - t0)) {
         case 1:
-            tile<kFp8, R, 1>(a, r, t0, xb, out_scale);
+            tile<kFp8, R, 1>(a, r, rs, t0, xb, out_scale);
             break;
         case 2:
-            tile<kFp8, R, 2>(a, r, t0, xb, out_scale);
+            tile<kFp8, R, 2>(a, r, rs, t0, xb, out_scale);
             break;
         case 3:
-            tile<kFp8, R, 3>(a, r, t0, xb, out_scale);
+            tile<kFp8, R, 3>(a, r, rs, t0, xb, out_scale);
             break;
         default:
-            tile<kFp8, R, 4>(a, r, t0, xb, out_scale);
+            tile<kFp8, R, 4>(a, r, rs, t0, xb, out_scale);
             break;
         }
     }
@@ -157,12 +161,17 @@ template <bool kFp8> void row1(const MatmulArgs& a, int64_t r, const uint16_t* x
 
 template <bool kFp8>
 void range(const MatmulArgs& a, int64_t r, int64_t end, const uint16_t* xb, float out_scale) {
-    if (a.n == 1 && a.w->cols <= kRow1MaxCols && (!kFp8 || amd_cpu())) {
+    if (a.n == 1 && a.w->cols <= kRow1MaxCols && (amd_cpu() || (!kFp8 && !row_streams()))) {
         for (; r < end; ++r) row1<kFp8>(a, r, xb, out_scale);
         return;
     }
-    for (; r + 4 <= end; r += 4) rows<kFp8, 4>(a, r, xb, out_scale);
-    for (; r < end; ++r) rows<kFp8, 1>(a, r, xb, out_scale);
+    if (row_streams()) {
+        const int64_t q = (end - r) / 4; // 4 streams of q rows, then the rows left one by one
+        for (int64_t j = 0; j < q; ++j) rows<kFp8, 4>(a, r + j, q, xb, out_scale);
+        r += 4 * q;
+    }
+    for (; r + 4 <= end; r += 4) rows<kFp8, 4>(a, r, 1, xb, out_scale);
+    for (; r < end; ++r) rows<kFp8, 1>(a, r, 1, xb, out_scale);
 }
 
 inline float bits_f32(uint32_t b) {

@@ -202,10 +202,10 @@ template <WeightFormat F> inline int64_t row_bytes(int64_t cols) {
 // changes no arithmetic: results are bit-identical.
 template <int R, WeightFormat F> struct NextTile {
     const char* p[R];
-    NextTile(const core::Weight& w, int64_t r) {
+    NextTile(const core::Weight& w, int64_t r, int64_t rs) {
         const int64_t rb = row_bytes<F>(w.cols);
         const char* base = static_cast<const char*>(w.data);
-        for (int i = 0; i < R; ++i) p[i] = base + prefetch_row(r + i, R, rb, w.rows) * rb;
+        for (int i = 0; i < R; ++i) p[i] = base + next_rows_row(r + i * rs, rs, R, rb, w.rows) * rb;
     }
     // Row i's line holding byte `off` of the row.
     void at(int i, int64_t off) const { __builtin_prefetch(p[i] + off, 0, 2); }
@@ -214,12 +214,12 @@ template <int R, WeightFormat F> struct NextTile {
 // R weight rows (R independent streams) x T tokens, decoded in registers, FP32 accumulators. Words: the FP4
 // "words" kernel (else FP4 takes the even/odd one).
 template <class I, int R, int T, WeightFormat F, bool Words>
-void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
+void gemv_tile(const MatmulArgs& a, int64_t r, int64_t rs, int64_t t0, const float* xprep) {
     using V = typename I::V;
     constexpr int W = I::kW;
     const core::Weight& w = *a.w;
     const int64_t cols = w.cols;
-    const NextTile<R, F> next(w, r);
+    const NextTile<R, F> next(w, r, rs);
     V acc[R][T];
     for (int i = 0; i < R; ++i)
         for (int t = 0; t < T; ++t) acc[i][t] = I::zero();
@@ -249,7 +249,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
 #pragma GCC unroll 1
             for (int i = 0; i < R; ++i) {
                 V e, o;
-                I::bf16_pair(row0 + i * cols + c, e, o);
+                I::bf16_pair(row0 + i * rs * cols + c, e, o);
                 next.at(i, 2 * c); // 32 BF16: one line
                 I::storeu(am[i][0], I::fma(e, xe, I::loadu(am[i][0])));
                 I::storeu(am[i][1], I::fma(o, xo, I::loadu(am[i][1])));
@@ -273,7 +273,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
             for (int i = 0; i < R; ++i) {
                 next.at(i, 2 * c); // 32 BF16: one line
                 V e, o;
-                I::bf16_pair(static_cast<const uint16_t*>(w.data) + (r + i) * cols + c, e, o);
+                I::bf16_pair(static_cast<const uint16_t*>(w.data) + (r + i * rs) * cols + c, e, o);
                 for (int t = 0; t < T; ++t) {
                     acc[i][t] = I::fma(e, xe[t], acc[i][t]);
                     if constexpr (kTwo)
@@ -304,7 +304,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
             if (g16 != cur16) {
                 cur16 = g16;
                 for (int i = 0; i < R; ++i) {
-                    const uint8_t* srow = w.scale + (r + i) * sc;
+                    const uint8_t* srow = w.scale + (r + i * rs) * sc;
                     if (g16 + 16 <= sc) {
                         sfv[i] = I::e8m0_vec(srow + g16);
                     } else {
@@ -318,7 +318,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
             VI d[R];
             for (int i = 0; i < R; ++i) {
                 next.at(i, c0 / 2); // 128 codes: one line
-                d[i] = I::load_i(base + (r + i) * (cols / 2) + c0 / 2);
+                d[i] = I::load_i(base + (r + i * rs) * (cols / 2) + c0 / 2);
             }
             V b[R][T];
             fp4_words_step<I, R, T, 0>(d, lut, x, c0, b);
@@ -349,7 +349,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
             for (int k = 0; k < kU; ++k) xv[k] = I::loadu(x[0] + c + k * W);
 #pragma GCC unroll 1
             for (int i = 0; i < R; ++i) {
-                const uint8_t* p = row0 + i * cols + c;
+                const uint8_t* p = row0 + i * rs * cols + c;
                 next.at(i, c);
                 V s = I::loadu(am[i]);
                 for (int k = 0; k < kU; ++k) s = I::fma(I::fp8_raw(p + k * W), xv[k], s);
@@ -359,7 +359,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         for (int64_t c = line_cols; c < vec_cols; c += W) {
             const V xv = I::loadu(x[0] + c);
             for (int i = 0; i < R; ++i)
-                I::storeu(am[i], I::fma(I::fp8_raw(row0 + i * cols + c), xv, I::loadu(am[i])));
+                I::storeu(am[i], I::fma(I::fp8_raw(row0 + i * rs * cols + c), xv, I::loadu(am[i])));
         }
         for (int i = 0; i < R; ++i) acc[i][0] = I::loadu(am[i]);
     } else if constexpr (F == WeightFormat::kF32 || F == WeightFormat::kBF16 || F == WeightFormat::kF16 ||
@@ -378,13 +378,13 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
             for (int i = 0; i < R; ++i) {
                 V wv;
                 if constexpr (F == WeightFormat::kF32)
-                    wv = I::loadu(static_cast<const float*>(w.data) + (r + i) * cols + c);
+                    wv = I::loadu(static_cast<const float*>(w.data) + (r + i * rs) * cols + c);
                 else if constexpr (F == WeightFormat::kBF16)
-                    wv = I::bf16(static_cast<const uint16_t*>(w.data) + (r + i) * cols + c);
+                    wv = I::bf16(static_cast<const uint16_t*>(w.data) + (r + i * rs) * cols + c);
                 else if constexpr (F == WeightFormat::kF16)
-                    wv = I::f16(static_cast<const uint16_t*>(w.data) + (r + i) * cols + c);
+                    wv = I::f16(static_cast<const uint16_t*>(w.data) + (r + i * rs) * cols + c);
                 else
-                    wv = I::fp8_raw(static_cast<const uint8_t*>(w.data) + (r + i) * cols + c);
+                    wv = I::fp8_raw(static_cast<const uint8_t*>(w.data) + (r + i * rs) * cols + c);
                 for (int t = 0; t < T; ++t) acc[i][t] = I::fma(wv, xv[t], acc[i][t]);
             }
         }
@@ -406,7 +406,7 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         for (int64_t c = 0; c < vec_cols; c += 2 * W) {
             if (in_group == 0 && g % W == 0) {
                 for (int i = 0; i < R; ++i) {
-                    const uint8_t* srow = w.scale + (r + i) * sc;
+                    const uint8_t* srow = w.scale + (r + i * rs) * sc;
                     if (g + W <= sc) {
                         I::storeu(sf[i], I::e8m0_vec(srow + g));
                     } else {
@@ -423,7 +423,8 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
                 for (int i = 0; i < R; ++i) next.at(i, c / 2);
             for (int i = 0; i < R; ++i) {
                 V e, o;
-                I::fp4_pair(base + (r + i) * (cols / 2) + c / 2, I::mul(lut, I::set1(sf[i][g % W])), e, o);
+                I::fp4_pair(base + (r + i * rs) * (cols / 2) + c / 2, I::mul(lut, I::set1(sf[i][g % W])), e,
+                            o);
                 for (int t = 0; t < T; ++t) acc[i][t] = I::fma(o, xo[t], I::fma(e, xe[t], acc[i][t]));
             }
             if (++in_group == steps_per_group) {
@@ -437,26 +438,27 @@ void gemv_tile(const MatmulArgs& a, int64_t r, int64_t t0, const float* xprep) {
         for (int t = 0; t < T; ++t) {
             float s = I::reduce(acc[i][t]) * out_scale;
             const float* xt = a.x + (t0 + t) * a.ldx;
-            for (int64_t c = vec_cols; c < cols; ++c) s = tail_madd(w.at(r + i, c), xt[c], s);
-            a.y[(t0 + t) * a.ldy + (r + i - a.row_begin)] = s;
+            for (int64_t c = vec_cols; c < cols; ++c) s = tail_madd(w.at(r + i * rs, c), xt[c], s);
+            a.y[(t0 + t) * a.ldy + (r + i * rs - a.row_begin)] = s;
         }
     }
 }
 
-template <class I, int R, WeightFormat F> void gemv_rows(const MatmulArgs& a, int64_t r, const float* xprep) {
+template <class I, int R, WeightFormat F>
+void gemv_rows(const MatmulArgs& a, int64_t r, int64_t rs, const float* xprep) {
     if constexpr (F == WeightFormat::kFp4Group && I::kPairs) {
         if (fp4_words<I>(a)) {
             static_assert(kFp4WordsMaxTokens == 2);
-            a.n == 1 ? gemv_tile<I, R, 1, F, true>(a, r, 0, xprep)
-                     : gemv_tile<I, R, 2, F, true>(a, r, 0, xprep);
+            a.n == 1 ? gemv_tile<I, R, 1, F, true>(a, r, rs, 0, xprep)
+                     : gemv_tile<I, R, 2, F, true>(a, r, rs, 0, xprep);
             return;
         }
     }
     // One tile instantiation per token count 1..4 (an indirect call per tile of 4 rows x cols weights).
-    using Tile = void (*)(const MatmulArgs&, int64_t, int64_t, const float*);
+    using Tile = void (*)(const MatmulArgs&, int64_t, int64_t, int64_t, const float*);
     static constexpr Tile kByTokens[] = {&gemv_tile<I, R, 1, F, false>, &gemv_tile<I, R, 2, F, false>,
                                          &gemv_tile<I, R, 3, F, false>, &gemv_tile<I, R, 4, F, false>};
-    for (int64_t t0 = 0; t0 < a.n; t0 += 4) kByTokens[min64(4, a.n - t0) - 1](a, r, t0, xprep);
+    for (int64_t t0 = 0; t0 < a.n; t0 += 4) kByTokens[min64(4, a.n - t0) - 1](a, r, rs, t0, xprep);
 }
 
 template <class I, WeightFormat F>
@@ -469,13 +471,18 @@ void gemv_range(const MatmulArgs& a, int64_t r, int64_t end, const float* xprep)
     // 4096 x 2048 27.5 -> 26.5 (2/20) and 129280 x 4096 29.7 -> 29.2 (5/20): one row reads 4 bytes of F32
     // activations per 2 weight bytes, and past 4 KiB of them per row they crowd L1 beside the stream.
     if constexpr (I::kPairs && F == WeightFormat::kBF16) {
-        if (a.n == 1 && a.w->cols <= 1024) {
-            for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, xprep);
+        if (a.n == 1 && a.w->cols <= 1024 && !row_streams()) {
+            for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, 1, xprep);
             return;
         }
     }
-    for (; r + 4 <= end; r += 4) gemv_rows<I, 4, F>(a, r, xprep);
-    for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, xprep);
+    if (row_streams()) {
+        const int64_t q = (end - r) / 4; // 4 streams of q rows, then the rows left one by one
+        for (int64_t j = 0; j < q; ++j) gemv_rows<I, 4, F>(a, r + j, q, xprep);
+        r += 4 * q;
+    }
+    for (; r + 4 <= end; r += 4) gemv_rows<I, 4, F>(a, r, 1, xprep);
+    for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, 1, xprep);
 }
 
 // xs [n, cols] = x scaled per column block by 2^(s - 127 + kFp8Fold), s the scales of row block rb.
