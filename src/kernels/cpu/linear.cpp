@@ -339,7 +339,7 @@ void gemv_bf16(const MatmulArgs& a, core::ThreadPool* pool, bool serial) {
     auto body = [&](int64_t b, int64_t e) {
         uint16_t* fold = nullptr;
         if (w.format == core::WeightFormat::kFp8Block) {
-            fold = reinterpret_cast<uint16_t*>(scratch_at(2, need));
+            fold = reinterpret_cast<uint16_t*>(scratch_at(2, detail::bf16_fold_floats(a.n, w.cols)));
         }
         k.gemv(a, b * 4, std::min(e * 4, rows), xb, fold);
     };
@@ -589,7 +589,6 @@ void multi_gemv_f32(std::span<const MatmulArgs> args, const detail::KernelTable&
 void multi_gemv_bf16(std::span<const MatmulArgs> args, core::ThreadPool* pool, bool serial) {
     static const detail::Bf16Table k = detail::avx512_bf16_table();
     const MatmulArgs& a0 = args[0];
-    const int64_t need = (a0.n * a0.w->cols + 1) / 2;
     const int64_t stride = prep_stride(a0.n, a0.w->cols); // floats: room for twice the BF16 needed
     float* buf = scratch_at(3, stride * static_cast<int64_t>(args.size()));
     std::array<uint16_t*, kMaxMultiMatmuls> xb{};
@@ -604,7 +603,7 @@ void multi_gemv_bf16(std::span<const MatmulArgs> args, core::ThreadPool* pool, b
         const MatmulArgs& a = args[static_cast<size_t>(i)];
         uint16_t* fold = nullptr;
         if (a.w->format == core::WeightFormat::kFp8Block) {
-            fold = reinterpret_cast<uint16_t*>(scratch_at(2, need));
+            fold = reinterpret_cast<uint16_t*>(scratch_at(2, detail::bf16_fold_floats(a.n, a.w->cols)));
         }
         k.gemv(a, b * 4, std::min(e * 4, a.row_end - a.row_begin), xb[static_cast<size_t>(i)], fold);
     };

@@ -180,6 +180,30 @@ inline float bits_f32(uint32_t b) {
     return f;
 }
 
+// One token, FP8: rows r + i q (i < 4), each with its own folded activations f[i] (its row block's scales):
+// the register tile above with T = 1 (the same chain per row, bit-identical), for row streams that span
+// several row blocks.
+void tile_fp8_streams(const MatmulArgs& a, int64_t r, int64_t q, const uint16_t* const* f, float out_scale) {
+    const core::Weight& w = *a.w;
+    const int64_t cols = w.cols;
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    const uint8_t* row[4];
+    const char* next[4];
+    for (int i = 0; i < 4; ++i) {
+        row[i] = base + (r + i * q) * cols;
+        next[i] = reinterpret_cast<const char*>(base) + next_rows_row(r + i * q, q, 4, cols, w.rows) * cols;
+    }
+    __m512 acc[4];
+    for (int i = 0; i < 4; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; c += 32) {
+        if (c % 64 == 0)
+            for (int i = 0; i < 4; ++i) _mm_prefetch(next[i] + c, _MM_HINT_T1);
+        for (int i = 0; i < 4; ++i)
+            acc[i] = _mm512_dpbf16_ps(acc[i], load_w<true>(row[i], c), load_bh(f[i] + c));
+    }
+    for (int i = 0; i < 4; ++i) a.y[r + i * q - a.row_begin] = _mm512_reduce_add_ps(acc[i]) * out_scale;
+}
+
 // BF16 weights: xb is the converted activations. FP8 blocks: one row block at a time, the block scales
 // folded into a BF16 copy of the activations in `fold` [n, cols] (x * 2^(s - 127 + kFold), the sum times
 // 2^(120 - kFold)), as the exact FP8 GEMV does; the caller checked every scale is in [60, 134].
@@ -194,18 +218,41 @@ void gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb, uint1
     }
     const int64_t cols = w.cols, br = w.block_rows, bc = w.block_cols, sc = (cols + bc - 1) / bc;
     const float out_scale = bits_f32(static_cast<uint32_t>(127 + 120 - kFold) << 23);
-    while (r < end) {
-        const int64_t stop = min64(end, (r / br + 1) * br);
-        const uint8_t* srow = w.scale + (r / br) * sc;
-        for (int64_t t = 0; t < a.n; ++t) {
+    // fold [n, cols] = token t's activations times row block rb's scales.
+    auto fold_block = [&](int64_t rb, int64_t n, uint16_t* out) {
+        const uint8_t* srow = w.scale + rb * sc;
+        for (int64_t t = 0; t < n; ++t) {
             const float* x = a.x + t * a.ldx;
             for (int64_t c = 0; c < cols; c += 32) {
                 const __m512 f = _mm512_set1_ps(bits_f32(static_cast<uint32_t>(srow[c / bc] + kFold) << 23));
                 const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x + c + 16), f),
                                                        _mm512_mul_ps(_mm512_loadu_ps(x + c), f));
-                _mm512_storeu_si512(fold + t * cols + c, reinterpret_cast<__m512i>(v));
+                _mm512_storeu_si512(out + t * cols + c, reinterpret_cast<__m512i>(v));
             }
         }
+    };
+    // One token with row streams of at least a row block each: the streams run through several row blocks,
+    // each stream with its own fold (fold [4, cols]), refolded as it enters a block. Longer streams read
+    // faster than 4 streams inside each 128-row block (docs/kernels.md, "Session 23").
+    if (a.n == 1 && row_streams() && !gemv_rows_in_l1() && !amd_cpu() && (end - r) / 4 >= br) {
+        const int64_t q = (end - r) / 4;
+        const uint16_t* f[4] = {fold, fold + cols, fold + 2 * cols, fold + 3 * cols};
+        int64_t held[4] = {-1, -1, -1, -1}; // the row block each stream's fold holds
+        for (int64_t j = 0; j < q; ++j) {
+            for (int i = 0; i < 4; ++i) {
+                const int64_t rb = (r + i * q + j) / br;
+                if (rb != held[i]) {
+                    fold_block(rb, 1, fold + i * cols);
+                    held[i] = rb;
+                }
+            }
+            tile_fp8_streams(a, r + j, q, f, out_scale);
+        }
+        r += 4 * q;
+    }
+    while (r < end) {
+        const int64_t stop = min64(end, (r / br + 1) * br);
+        fold_block(r / br, a.n, fold);
         range<true>(a, r, stop, fold, out_scale);
         r = stop;
     }

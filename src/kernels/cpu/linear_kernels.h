@@ -140,9 +140,13 @@ Int8Table avx512_int8_gemv_table();
 // Numerics::kFast for BF16 and FP8-block weights on AVX-512 BF16 (cols % 32 == 0, FP8 blocks a multiple of
 // 32 columns with scales in the exact GEMV's range), a.n <= kBf16MaxTokens per call (the dispatcher runs
 // more tokens in chunks of that many): convert the activations to BF16 once into xb [n, cols] (uint16),
-// then output rows [r0, r1) with vdpbf16ps; FP8 also needs `fold`, per-thread room for [n, cols] uint16
-// (the activations times each row block's scales).
+// then output rows [r0, r1) with vdpbf16ps; FP8 also needs `fold`, per-thread room for [max(n, 4), cols]
+// uint16 (the activations times each row block's scales; one token: one fold per row stream):
+// bf16_fold_floats floats.
 constexpr int64_t kBf16MaxTokens = 64;
+constexpr int64_t bf16_fold_floats(int64_t n, int64_t cols) {
+    return ((n > 4 ? n : 4) * cols + 1) / 2;
+}
 using ConvertBf16Fn = void (*)(const MatmulArgs& a, uint16_t* xb);
 using GemvBf16Fn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb, uint16_t* fold);
 struct Bf16Table {
