@@ -93,8 +93,7 @@ void gemv_q_tile(const MatmulArgs& a, int64_t r, int64_t rs, int64_t t0, const i
     for (int i = 0; i < R; ++i) {
         wrow[i] = static_cast<const uint8_t*>(w.data) + (r + i * rs) * (cols / 2);
         srow[i] = w.scale + (r + i * rs) * (cols / 32);
-        next[i] = static_cast<const uint8_t*>(w.data) +
-                  next_rows_row(r + i * rs, rs, R, cols / 2, w.rows) * (cols / 2);
+        next[i] = static_cast<const uint8_t*>(w.data) + next_rows_offset(r + i * rs, rs, R, cols / 2, w.rows);
     }
     __m512 f[R][T];
     for (int i = 0; i < R; ++i)

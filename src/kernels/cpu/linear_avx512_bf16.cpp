@@ -61,8 +61,8 @@ void tile(const MatmulArgs& a, int64_t r, int64_t rs, int64_t t0, const uint16_t
     const char* next[R];
     const bool prefetch = t0 == 0;
     for (int i = 0; i < R; ++i)
-        next[i] = static_cast<const char*>(w.data) +
-                  next_rows_row(r + i * rs, rs, R, cols * kBytes, w.rows) * cols * kBytes;
+        next[i] =
+            static_cast<const char*>(w.data) + next_rows_offset(r + i * rs, rs, R, cols * kBytes, w.rows);
     if (T == 1 && R > 1 && gemv_rows_in_l1()) {
         // One token where gemv_rows_in_l1 (AMD): the rows in a loop that is not unrolled, their accumulators
         // in an L1 array (the exact GEMV's batch-1 BF16 loop, linear_impl.h: on Zen 4 it issues its weight
@@ -191,7 +191,7 @@ void tile_fp8_streams(const MatmulArgs& a, int64_t r, int64_t q, const uint16_t*
     const char* next[4];
     for (int i = 0; i < 4; ++i) {
         row[i] = base + (r + i * q) * cols;
-        next[i] = reinterpret_cast<const char*>(base) + next_rows_row(r + i * q, q, 4, cols, w.rows) * cols;
+        next[i] = reinterpret_cast<const char*>(base) + next_rows_offset(r + i * q, q, 4, cols, w.rows);
     }
     __m512 acc[4];
     for (int i = 0; i < 4; ++i) acc[i] = _mm512_setzero_ps();

@@ -205,7 +205,7 @@ template <int R, WeightFormat F> struct NextTile {
     NextTile(const core::Weight& w, int64_t r, int64_t rs) {
         const int64_t rb = row_bytes<F>(w.cols);
         const char* base = static_cast<const char*>(w.data);
-        for (int i = 0; i < R; ++i) p[i] = base + next_rows_row(r + i * rs, rs, R, rb, w.rows) * rb;
+        for (int i = 0; i < R; ++i) p[i] = base + next_rows_offset(r + i * rs, rs, R, rb, w.rows);
     }
     // Row i's line holding byte `off` of the row.
     void at(int i, int64_t off) const { __builtin_prefetch(p[i] + off, 0, 2); }

@@ -52,8 +52,8 @@ constexpr int64_t prefetch_row(int64_t row, int64_t R, int64_t row_bytes, int64_
 
 // Row streams (decode GEMVs, few tokens): a run of 4q rows is read as 4 streams of q consecutive rows, each
 // tile taking one row of each (rows j, j + q, j + 2q, j + 3q), where a tile of 4 consecutive rows read 4
-// streams a row apart that jump ahead by 4 rows at every tile. Each stream prefetches its own next row into
-// L2 (next_rows_row). Which rows share a tile never changes a row's sums (each row has its own
+// streams a row apart that jump ahead by 4 rows at every tile. Each stream prefetches its own bytes ahead
+// into L2 (next_rows_offset). Which rows share a tile never changes a row's sums (each row has its own
 // accumulators, in the same order), so the results are bit-identical either way. FP8 one-token tile, 2
 // threads, 2 x 512 MiB from DRAM, the 2-vCPU Xeon with AMX, 6 alternating rounds, median GB/s consecutive
 // -> streams (runs of 128 rows): 4096 columns 27.3-27.8 -> 30.6-30.7; 2048 columns 21.6 -> 31.4; 1024
@@ -63,11 +63,18 @@ bool row_streams();
 // Tests: 1 / 0 forces row_streams' answer, -1 restores the default (not for use beside running matmuls).
 void force_row_streams(int mode);
 
-// The row a GEMV tile's row `row` prefetches: with rs > 1 (row streams) its stream's next row; with rs = 1
-// prefetch_row's. A row past the weight's end prefetches itself.
-constexpr int64_t next_rows_row(int64_t row, int64_t rs, int64_t R, int64_t row_bytes, int64_t rows) {
-    if (rs == 1) return prefetch_row(row, R, row_bytes, rows);
-    return row + 1 < rows ? row + 1 : row;
+// Where a GEMV tile's row `row` prefetches from (bytes from the weight's start; the tile adds the offset of
+// the line it reads): with rs > 1 (row streams) kStreamAheadBytes further along its own stream (a stream's
+// rows are consecutive, so past the row's end this reaches into the stream's next row); with rs = 1 the
+// same byte of prefetch_row's row. Rows near the weight's end prefetch their own bytes, so no address
+// outside the weight is touched. Stream read, FP8 one-token tile, 2 threads, 2 x 512 MiB, alternating,
+// median GB/s, one row ahead -> 2 KiB ahead: 4096 columns 30.6 -> 32.0, 8192 columns 28.2 -> 34.1, 1024
+// columns 30.6 -> 30.2 (docs/kernels.md, "Session 23").
+constexpr int64_t kStreamAheadBytes = 2048;
+constexpr int64_t next_rows_offset(int64_t row, int64_t rs, int64_t R, int64_t row_bytes, int64_t rows) {
+    if (rs == 1) return prefetch_row(row, R, row_bytes, rows) * row_bytes;
+    const int64_t reach = (kStreamAheadBytes + row_bytes - 1) / row_bytes; // rows the distance reaches into
+    return row * row_bytes + (row + reach < rows ? kStreamAheadBytes : 0);
 }
 
 // GEMV (few tokens): output rows [r0, r1) (relative to a.row_begin) for all a.n tokens, weights decoded in
