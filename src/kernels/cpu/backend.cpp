@@ -84,8 +84,9 @@ void CpuBackend::run_linear_multi(std::span<const MatmulArgs> args) {
 }
 
 void CpuBackend::run_rms_norm(const RmsNormParams& p) {
+    const bool avx512 = active_isa() == Isa::kAvx512;
     over_tokens(*pool_, p.n, p.d, [&](int64_t b, int64_t e) {
-        ref::rms_norm(p.x + b * p.d, p.weight, e - b, p.d, p.eps, p.y + b * p.d);
+        (avx512 ? rms_norm_avx512 : ref::rms_norm)(p.x + b * p.d, p.weight, e - b, p.d, p.eps, p.y + b * p.d);
     });
 }
 

@@ -75,6 +75,8 @@ void swiglu_avx512(float* g, const float* u, int64_t n, float limit);
 void exp_ref_avx512(const float* x, int64_t n, float* y);
 // ref::argmax on AVX-512 (cpu::argmax, ops.h, picks it when the active ISA is avx512).
 int32_t argmax_avx512(const float* x, int64_t n);
+// ref::rms_norm on AVX-512, bit-identical (the backend's rms_norm picks it when the active ISA is avx512).
+void rms_norm_avx512(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y);
 // y = x W^T on `pool` (the matmul entry point, with the pool when MatmulArgs carries one).
 void linear_on(const MatmulArgs& a, core::ThreadPool* pool);
 

@@ -1,9 +1,10 @@
 // Element-wise ops on AVX-512 (compiled with -mavx512f; reached only when the CPU has it), bit-identical to
 // their scalar definitions through exp16 (exp_avx512.h): the experts' SwiGLU, and exp_ref over an array
-// (for the tests); greedy decoding's argmax (the index ref::argmax gives).
+// (for the tests); greedy decoding's argmax (the index ref::argmax gives); RMSNorm (ref::rms_norm's sums).
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -72,6 +73,43 @@ int32_t argmax_avx512(const float* x, int64_t n) {
         if (eq != 0) return static_cast<int32_t>(i + __builtin_ctz(eq));
     }
     return ref::argmax(x, n); // not reached: m is one of the entries
+}
+
+// ref::rms_norm's operations (ref/elementwise.cpp): the sum of squares in 16 double lanes, element j into
+// lane j % 16 (two zmm of 8 doubles; a square of a float is exact in double, so the fused multiply-add
+// rounds as the scalar add does), the tail into lanes 0.., the lanes folded in halves in the same order;
+// then x * inv and weight * that, as two roundings. The reference, compiled for the baseline ISA, runs its
+// double lanes two at a time.
+void rms_norm_avx512(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float* xi = x + i * d;
+        __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+        int64_t j = 0;
+        for (; j + 16 <= d; j += 16) {
+            const __m512 v = _mm512_loadu_ps(xi + j);
+            const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+            const __m512d hi =
+                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+            a0 = _mm512_fmadd_pd(lo, lo, a0);
+            a1 = _mm512_fmadd_pd(hi, hi, a1);
+        }
+        alignas(64) double acc[16];
+        _mm512_store_pd(acc, a0);
+        _mm512_store_pd(acc + 8, a1);
+        for (int l = 0; j + l < d; ++l) acc[l] += static_cast<double>(xi[j + l]) * xi[j + l];
+        for (int half = 8; half >= 1; half /= 2)
+            for (int l = 0; l < half; ++l) acc[l] += acc[l + half];
+        const float mean = static_cast<float>(acc[0] / static_cast<double>(d));
+        const float inv = 1.0f / std::sqrt(mean + eps);
+        const __m512 iv = _mm512_set1_ps(inv);
+        float* yi = y + i * d;
+        for (int64_t c = 0; c < d; c += 16) {
+            const __mmask16 k = tail(d, c);
+            __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, xi + c), iv);
+            if (weight) v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, weight + c), v);
+            _mm512_mask_storeu_ps(yi + c, k, v);
+        }
+    }
 }
 
 } // namespace deepinfer::kernels::cpu
