@@ -153,13 +153,15 @@ void gemv_q(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const
             const float* xs) {
     int64_t r = a.row_begin + r0;
     const int64_t end = a.row_begin + r1;
-    // One token: one row at a time, so a chunk's codes are one sequential stream (a tile of 4 rows read 4
-    // streams a row apart). Each row's sums are the same operations whatever the tile height, so the
-    // results are bit-identical. FP4, 2 threads, ~100 MiB of distinct matrices, alternating in one process,
-    // median GB/s tile -> one row (pairs won): 2048 x 4096 32.6 -> 33.3 (23 of 30); 4096 x 2048 26.5 ->
-    // 35.6 (28/30); 3072 x 7168 34.4 -> 36.2 (26/30); but 2048 x 8192 41.7 -> 38.6 (2/30), where the
-    // row's 12 KiB of activations and corrections crowd L1 beside the streamed codes: wider rows keep
-    // the tile.
+    // Row streams (row_streams, linear_kernels.h): the 4-row tile over 4 streams of consecutive rows,
+    // every token count. FP4 one token, linear_bench 246720 x 4096, 2 rounds, one row -> streams: 25.4, 25.7
+    // -> 27.8, 27.8 GB/s. Without them (DEEPINFER_GEMV_ROWS=tile), one token: one row at a time, so a chunk's
+    // codes are one sequential stream (a tile of 4 consecutive rows read 4 streams a row apart). Each row's
+    // sums are the same operations whatever the tile height, so the results are bit-identical. FP4, 2
+    // threads, ~100 MiB of distinct matrices, alternating in one process, median GB/s tile -> one row (pairs
+    // won): 2048 x 4096 32.6 -> 33.3 (23 of 30); 4096 x 2048 26.5 -> 35.6 (28/30); 3072 x 7168 34.4 -> 36.2
+    // (26/30); but 2048 x 8192 41.7 -> 38.6 (2/30), where the row's 12 KiB of activations and corrections
+    // crowd L1 beside the streamed codes: wider rows keep the tile.
     if (row_streams()) {
         const int64_t q = (end - r) / 4; // 4 streams of q rows, then the rows left one by one
         for (int64_t j = 0; j < q; ++j) gemv_q_rows<4>(a, r + j, q, xq, corr, xs);

@@ -138,7 +138,9 @@ void rows(const MatmulArgs& a, int64_t r, int64_t rs, const uint16_t* xb, float 
 // linear_bench --only decode --format fp8_128, 2 threads, 512 MiB from DRAM, 2 interleaved rounds, GB/s) the
 // one-row FP8 stream lost to the 4-row tile: 4096 columns 18.9, 18.3 -> 24.2, 25.5; 1024 columns 19.2,
 // 18.0 -> 24.7, 23.3 (flash2 fast decode 16.3-17.0 -> 19.6-21.3 tok/s). BF16 was a tie there (22.5-27.8
-// either way), so it keeps the one-row stream everywhere.
+// either way). Since session 23 both take the 4-row tile over row streams there (row_streams,
+// linear_kernels.h; the one-row stream where DEEPINFER_GEMV_ROWS=tile): BF16 65536 x 4096, linear_bench,
+// 2 rounds, one row -> streams 28.3, 27.6 -> 30.1, 29.9 GB/s; 262144 x 1024 a tie (32.1-32.3).
 constexpr int64_t kRow1MaxCols = 4096;
 
 template <bool kFp8> void row1(const MatmulArgs& a, int64_t r, const uint16_t* xb, float out_scale) {

@@ -463,7 +463,9 @@ void gemv_rows(const MatmulArgs& a, int64_t r, int64_t rs, const float* xprep) {
 
 template <class I, WeightFormat F>
 void gemv_range(const MatmulArgs& a, int64_t r, int64_t end, const float* xprep) {
-    // One token, BF16 rows of at most 1024 columns: one row at a time, so a chunk is one sequential stream
+    // Row streams (row_streams, linear_kernels.h): 4-row tiles over 4 streams of consecutive rows. Without
+    // them (DEEPINFER_GEMV_ROWS=tile), one token, BF16 rows of at most 1024 columns: one row at a time, so a
+    // chunk is one sequential stream
     // (a tile of 4 reads 4 streams a row apart). Each row's two chains are the same operations whatever
     // the tile height (bit-identical). Exact BF16, 2 threads, >= 512 MiB of distinct matrices,
     // alternating in one process (a temporary switch), median GB/s tile -> one row (pairs won): 512 x 1024
