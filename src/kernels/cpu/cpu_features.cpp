@@ -55,6 +55,17 @@ Isa initial_isa() {
     return best_isa();
 }
 
+// A two-way switch read from the environment: `yes` or `no`, else (unset, empty or another value, which is
+// logged and ignored) `fallback`.
+bool env_choice(const char* name, std::string_view yes, std::string_view no, bool fallback) {
+    const char* env = std::getenv(name);
+    if (env == nullptr || *env == '\0') return fallback;
+    if (env == yes) return true;
+    if (env == no) return false;
+    DI_LOG(Warn) << name << "=" << env << " is not one of " << yes << "|" << no << "; ignored";
+    return fallback;
+}
+
 } // namespace
 
 const char* isa_name(Isa isa) {
@@ -188,15 +199,7 @@ void detail::force_gemv_rows_in_l1(int mode) {
 
 bool detail::gemv_rows_in_l1() {
     if (const int forced = g_rows_in_l1.load(std::memory_order_relaxed); forced >= 0) return forced == 1;
-    static const bool yes = [] {
-        const char* env = std::getenv("DEEPINFER_GEMV_ACC");
-        if (env != nullptr && std::string_view(env) == "l1") return true;
-        if (env != nullptr && std::string_view(env) == "registers") return false;
-        if (env != nullptr && *env != '\0') {
-            DI_LOG(Warn) << "DEEPINFER_GEMV_ACC=" << env << " is not one of l1|registers; ignored";
-        }
-        return amd_cpu();
-    }();
+    static const bool yes = env_choice("DEEPINFER_GEMV_ACC", "l1", "registers", amd_cpu());
     return yes;
 }
 
@@ -206,14 +209,7 @@ void detail::force_row_streams(int mode) {
 
 bool detail::row_streams() {
     if (const int forced = g_row_streams.load(std::memory_order_relaxed); forced >= 0) return forced == 1;
-    static const bool yes = [] {
-        const char* env = std::getenv("DEEPINFER_GEMV_ROWS");
-        if (env != nullptr && std::string_view(env) == "tile") return false;
-        if (env != nullptr && *env != '\0' && std::string_view(env) != "streams") {
-            DI_LOG(Warn) << "DEEPINFER_GEMV_ROWS=" << env << " is not one of streams|tile; ignored";
-        }
-        return true;
-    }();
+    static const bool yes = env_choice("DEEPINFER_GEMV_ROWS", "streams", "tile", true);
     return yes;
 }
 

@@ -163,9 +163,7 @@ void gemv_q(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const
     // (26/30); but 2048 x 8192 41.7 -> 38.6 (2/30), where the row's 12 KiB of activations and corrections
     // crowd L1 beside the streamed codes: wider rows keep the tile.
     if (row_streams()) {
-        const int64_t q = (end - r) / 4; // 4 streams of q rows, then the rows left one by one
-        for (int64_t j = 0; j < q; ++j) gemv_q_rows<4>(a, r + j, q, xq, corr, xs);
-        r += 4 * q;
+        r = for_row_streams(r, end, [&](int64_t j, int64_t q) { gemv_q_rows<4>(a, j, q, xq, corr, xs); });
     } else if (a.n == 1 && a.w->cols <= 7168) {
         for (; r < end; ++r) gemv_q_tile<1, 1>(a, r, 1, 0, xq, corr, xs);
         return;

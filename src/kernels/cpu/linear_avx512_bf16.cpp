@@ -167,11 +167,8 @@ void range(const MatmulArgs& a, int64_t r, int64_t end, const uint16_t* xb, floa
         for (; r < end; ++r) row1<kFp8>(a, r, xb, out_scale);
         return;
     }
-    if (row_streams()) {
-        const int64_t q = (end - r) / 4; // 4 streams of q rows, then the rows left one by one
-        for (int64_t j = 0; j < q; ++j) rows<kFp8, 4>(a, r + j, q, xb, out_scale);
-        r += 4 * q;
-    }
+    if (row_streams())
+        r = for_row_streams(r, end, [&](int64_t j, int64_t q) { rows<kFp8, 4>(a, j, q, xb, out_scale); });
     for (; r + 4 <= end; r += 4) rows<kFp8, 4>(a, r, 1, xb, out_scale);
     for (; r < end; ++r) rows<kFp8, 1>(a, r, 1, xb, out_scale);
 }
@@ -237,20 +234,18 @@ void gemv(const MatmulArgs& a, int64_t r0, int64_t r1, const uint16_t* xb, uint1
     // each stream with its own fold (fold [4, cols]), refolded as it enters a block. Longer streams read
     // faster than 4 streams inside each 128-row block (docs/kernels.md, "Session 23").
     if (a.n == 1 && row_streams() && !gemv_rows_in_l1() && !amd_cpu() && (end - r) / 4 >= br) {
-        const int64_t q = (end - r) / 4;
         const uint16_t* f[4] = {fold, fold + cols, fold + 2 * cols, fold + 3 * cols};
         int64_t held[4] = {-1, -1, -1, -1}; // the row block each stream's fold holds
-        for (int64_t j = 0; j < q; ++j) {
+        r = for_row_streams(r, end, [&](int64_t j, int64_t q) {
             for (int i = 0; i < 4; ++i) {
-                const int64_t rb = (r + i * q + j) / br;
+                const int64_t rb = (j + i * q) / br;
                 if (rb != held[i]) {
                     fold_block(rb, 1, fold + i * cols);
                     held[i] = rb;
                 }
             }
-            tile_fp8_streams(a, r + j, q, f, out_scale);
-        }
-        r += 4 * q;
+            tile_fp8_streams(a, j, q, f, out_scale);
+        });
     }
     while (r < end) {
         const int64_t stop = min64(end, (r / br + 1) * br);

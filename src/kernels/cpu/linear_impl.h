@@ -478,11 +478,8 @@ void gemv_range(const MatmulArgs& a, int64_t r, int64_t end, const float* xprep)
             return;
         }
     }
-    if (row_streams()) {
-        const int64_t q = (end - r) / 4; // 4 streams of q rows, then the rows left one by one
-        for (int64_t j = 0; j < q; ++j) gemv_rows<I, 4, F>(a, r + j, q, xprep);
-        r += 4 * q;
-    }
+    if (row_streams())
+        r = for_row_streams(r, end, [&](int64_t j, int64_t q) { gemv_rows<I, 4, F>(a, j, q, xprep); });
     for (; r + 4 <= end; r += 4) gemv_rows<I, 4, F>(a, r, 1, xprep);
     for (; r < end; ++r) gemv_rows<I, 1, F>(a, r, 1, xprep);
 }

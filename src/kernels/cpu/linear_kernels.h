@@ -63,6 +63,14 @@ bool row_streams();
 // Tests: 1 / 0 forces row_streams' answer, -1 restores the default (not for use beside running matmuls).
 void force_row_streams(int mode);
 
+// The 4-stream tiles of rows [r, end): tile4(j, q) for j = r .. r + q - 1 (rows j, j + q, j + 2q, j + 3q,
+// q = (end - r) / 4). Returns the first row no tile took (fewer than 4 are left from there).
+template <class Tile4> int64_t for_row_streams(int64_t r, int64_t end, const Tile4& tile4) {
+    const int64_t q = (end - r) / 4;
+    for (int64_t j = r; j < r + q; ++j) tile4(j, q);
+    return r + 4 * q;
+}
+
 // Where a GEMV tile's row `row` prefetches from (bytes from the weight's start; the tile adds the offset of
 // the line it reads): with rs > 1 (row streams) kStreamAheadBytes further along its own stream (a stream's
 // rows are consecutive, so past the row's end this reaches into the stream's next row); with rs = 1 the
