@@ -29,6 +29,12 @@ struct Weight {
     int64_t cols = 0;
     int block_rows = 1; // kFp8Block: rows per scale block; kFp4Group: 1
     int block_cols = 1; // kFp8Block: cols per scale block; kFp4Group: group size (32)
+    // Optional: the same matrix pre-decoded at load into the fast int8 GEMM's panels (kernels/cpu/
+    // gemm_int8.h, "int8 panels"), read instead of decoding `data` where that GEMM runs; nullptr: none.
+    // Memory the owner of `data` (the checkpoint) owns; at() and every other kernel read `data`.
+    const uint8_t* panel_codes = nullptr;
+    const float* panel_scales = nullptr;
+    int64_t panel_bytes = 0; // codes + scales
 
     int64_t scale_rows() const { return (rows + block_rows - 1) / block_rows; }
     int64_t scale_cols() const { return (cols + block_cols - 1) / block_cols; }
@@ -36,6 +42,8 @@ struct Weight {
     float at(int64_t r, int64_t c) const;
     // Stored bytes of data + scales.
     int64_t stored_bytes() const;
+    // Bytes it holds in memory: stored_bytes() plus its int8 panels'.
+    int64_t resident_bytes() const { return stored_bytes() + panel_bytes; }
 };
 
 } // namespace deepinfer::core

@@ -1,7 +1,12 @@
 #include "model/lm_head.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <thread>
+#include <vector>
 
+#include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/linear.h"
 
 namespace deepinfer::model {
@@ -53,11 +58,45 @@ bool head_as_fp8() {
     return false;
 }
 
+bool head_int8_panels() {
+    static const bool on = [] {
+        const char* e = std::getenv("DEEPINFER_HEAD_PANELS");
+        return e == nullptr || std::string_view(e) != "0";
+    }();
+    return on && head_as_fp8() && kernels::cpu::fp8_int8_supported() && !kernels::cpu::amx_supported();
+}
+
 core::Result<core::Weight> bind_lm_head(const weights::Checkpoint& ckpt, const std::string& prefix,
                                         int64_t rows, int64_t cols, const weights::QuantizationConfig& q,
                                         int64_t row_begin, int64_t row_end) {
     if (!head_as_fp8()) return ckpt.weight(prefix, rows, cols, q);
-    return ckpt.fp8_block_weight(prefix, rows, cols, kHeadFp8Block, kHeadFp8Block, q, row_begin, row_end);
+    DI_ASSIGN_OR_RETURN(core::Weight w, ckpt.fp8_block_weight(prefix, rows, cols, kHeadFp8Block,
+                                                              kHeadFp8Block, q, row_begin, row_end));
+    namespace kd = kernels::cpu::detail;
+    // Int8 panels from a BF16 head: the FP8 copy serves the GEMV (decode), the panels the int8 GEMM.
+    if (!head_int8_panels() || w.format != core::WeightFormat::kFp8Block || cols % kd::kQBlock != 0) return w;
+    const int64_t code_bytes = kd::int8_panel_code_bytes(rows, cols);
+    const int64_t bytes = code_bytes + 4 * kd::int8_panel_scale_floats(rows, cols);
+    const int64_t end = row_end < 0 ? rows : row_end;
+    const int64_t t0 = row_begin / kd::kQRowTile, t1 = kd::int8_panel_tiles(end);
+    uint8_t* p =
+        ckpt.derived_copy(prefix, "int8 panels", rows, cols, q, core::WeightFormat::kBF16,
+                          static_cast<size_t>(bytes), [&](const core::Weight& src, uint8_t* dst) {
+                              auto* scales = reinterpret_cast<float*>(dst + code_bytes);
+                              const int64_t n = std::max(1u, std::thread::hardware_concurrency());
+                              std::vector<std::thread> th;
+                              for (int64_t i = 0; i < n; ++i)
+                                  th.emplace_back([&, i] {
+                                      kd::pack_bf16_int8_panels(src, t0 + (t1 - t0) * i / n,
+                                                                t0 + (t1 - t0) * (i + 1) / n, dst, scales);
+                                  });
+                              for (std::thread& t : th) t.join();
+                          });
+    if (p == nullptr) return w; // F32 / F16 heads keep the FP8 int8 GEMM
+    w.panel_codes = p;
+    w.panel_scales = reinterpret_cast<const float*>(p + code_bytes);
+    w.panel_bytes = bytes;
+    return w;
 }
 
 HeadRows tp_head_rows(int64_t vocab, int64_t tp_rank, int64_t tp_size) {

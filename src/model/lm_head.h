@@ -32,6 +32,15 @@ HeadFp8 head_fp8();
 // Whether a head stored in F32 / BF16 / F16 is bound as FP8 blocks now (head_fp8() and the numerics).
 bool head_as_fp8();
 
+// Whether a head bound as FP8 blocks from BF16 also gets int8 panels (kernels/cpu/gemm_int8.h): the int8
+// GEMM's panels of the BF16 head, pre-decoded at load, which the fast int8 GEMM then reads at batch token
+// counts instead of decoding the FP8 copy per call (that decode was ~30% of its time; docs/kernels.md,
+// "fast: the LM head's int8 panels"). The FP8 copy still serves the decode GEMV. Where head_as_fp8(), the
+// CPU has the int8 GEMM (VNNI + VBMI) without AMX (whose machines run FP8 through AMX-BF16 tiles), and
+// DEEPINFER_HEAD_PANELS is not 0. Together the two copies hold about the BF16 head's bytes (1 + 1 + 1/32
+// per element, against 2).
+bool head_int8_panels();
+
 // FP8 block size of a head quantized at load: DeepSeek's 128 x 128 (the int8 GEMM and the BF16 GEMV
 // need 128-column blocks).
 constexpr int kHeadFp8Block = 128;

@@ -174,8 +174,10 @@ HugePageArena* Checkpoint::arena_locked() const {
     if (!arena_) {
         // Address space for every tensor of the checkpoint (only what is copied becomes resident), each
         // copy page-aligned. A weight quantized to FP8 at load is at most as large as its stored form (one
-        // byte per element from two or four, plus a scale per block) and is never copied as stored too.
-        auto arena = HugePageArena::reserve(mapped_bytes() + tensors_.size() * 4096);
+        // byte per element from two or four, plus a scale per block) and is never copied as stored too; with
+        // a derived_copy beside it (e.g. int8 panels, about 1 + 1/32 bytes per element) the two may pass the
+        // stored form by a few percent: an eighth more address space (reserved, not resident) covers that.
+        auto arena = HugePageArena::reserve(mapped_bytes() + mapped_bytes() / 8 + tensors_.size() * 4096);
         if (!arena.ok()) {
             DI_LOG(Warn) << dir_ << ": " << arena.status().message()
                          << "; weights stay mapped from the files";
@@ -243,6 +245,36 @@ core::Result<core::Weight> Checkpoint::fp8_block_weight(std::string_view prefix,
     std::lock_guard<std::mutex> lock(place_mu_);
     requantized_.emplace(std::string(prefix), w);
     return w;
+}
+
+uint8_t* Checkpoint::derived_copy(std::string_view prefix, std::string_view tag, int64_t rows, int64_t cols,
+                                  const QuantizationConfig& q, core::WeightFormat format, size_t bytes,
+                                  const DeriveFn& fill) const {
+    DI_CHECK(format == core::WeightFormat::kF32 || format == core::WeightFormat::kBF16 ||
+             format == core::WeightFormat::kF16);
+    const std::string key = std::string(prefix) + "/" + std::string(tag);
+    {
+        std::lock_guard<std::mutex> lock(place_mu_);
+        if (auto it = derived_.find(key); it != derived_.end()) return it->second;
+    }
+    auto src = mapped_weight(prefix, rows, cols, q);
+    if (!src.ok() || src->format != format) return nullptr;
+    uint8_t* dst = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(place_mu_);
+        if (HugePageArena* arena = arena_locked(); arena != nullptr) dst = arena->allocate(bytes);
+    }
+    if (dst == nullptr) {
+        DI_LOG(Warn) << dir_ << ": tensor '" << prefix << ".weight': no memory for its " << tag << " copy";
+        return nullptr;
+    }
+    fill(*src, dst);
+    const TensorInfo& t = *find(std::string(prefix) + ".weight");
+    for (const auto& f : files_)
+        if (f->name() == t.file) f->release(t.data, t.nbytes);
+    std::lock_guard<std::mutex> lock(place_mu_);
+    derived_.emplace(key, dst);
+    return dst;
 }
 
 size_t Checkpoint::requantized_bytes() const {

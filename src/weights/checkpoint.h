@@ -5,6 +5,7 @@
 // is a Status naming the file and tensor, never a crash or an out-of-bounds read.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,6 +84,16 @@ public:
     // Bytes (codes + scales) fp8_block_weight quantized at load so far.
     size_t requantized_bytes() const;
 
+    // A side copy of the weight `prefix` when it is stored in `format` (F32 / BF16 / F16; e.g. fast's LM
+    // head as int8 panels, model/lm_head.h): `bytes` of memory the checkpoint owns (its arena), written by
+    // fill(src, dst) from the stored tensor as mapped (never placed: its pages are released afterwards, as
+    // fp8_block_weight's are). A second call with the same prefix and tag returns the first's memory.
+    // nullptr when the weight is stored in another format, or (with a warning) the arena has no room.
+    using DeriveFn = std::function<void(const core::Weight& src, uint8_t* dst)>;
+    uint8_t* derived_copy(std::string_view prefix, std::string_view tag, int64_t rows, int64_t cols,
+                          const QuantizationConfig& q, core::WeightFormat format, size_t bytes,
+                          const DeriveFn& fill) const;
+
     // Sum of file bytes mapped (what resident weights cost when every page is touched).
     size_t mapped_bytes() const;
     Placement placement() const { return placement_; }
@@ -110,6 +121,7 @@ private:
     mutable bool arena_refused_ = false;                      // reserve failed: weights stay mapped
     mutable std::map<const TensorInfo*, const void*> placed_; // tensor -> its copy
     mutable std::map<std::string, core::Weight, std::less<>> requantized_; // prefix -> its FP8 blocks
+    mutable std::map<std::string, uint8_t*, std::less<>> derived_;         // prefix/tag -> derived_copy's
 };
 
 // Dequantize a whole weight to F32 (tests, tools; never the model's hot path). out: [rows, cols].

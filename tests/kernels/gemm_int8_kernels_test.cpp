@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "core/weight.h"
 #include "gemm_test_support.h"
 #include "kernels/cpu/gemm_int8.h"
@@ -315,6 +316,60 @@ TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
             a.y = y_hw.data();
             hw.bf16(a, 0, out, xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
             EXPECT_EQ(std::memcmp(y.data(), y_hw.data(), y.size() * sizeof(float)), 0);
+        }
+    }
+}
+
+// Int8 panels packed at load from a BF16 weight (gemm_int8.h, "int8 panels") give the BF16 kernel's results
+// bit for bit: emulated and real tables, row ranges starting on a panel tile, last tiles partial; and the
+// dispatcher takes them at the int8 GEMM's token counts (the same bits as the real `panels` kernel).
+TEST(GemmInt8Emulated, PanelsFromBf16MatchTheBf16KernelBitForBit) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+    const auto [emu, hw, real] = vnni_tables();
+    std::mt19937 rng(28);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    constexpr int64_t kT = cpu::detail::kQRowTile;
+    struct Case {
+        int64_t rows, cols, n, r0;
+    };
+    for (const Case& c :
+         {Case{100, 256, 32, 0}, Case{2 * kT + 5, 512, 9, kT}, Case{19, 384, 72, 0}, Case{kT, 1024, 40, 0}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n) +
+                     " r0=" + std::to_string(c.r0));
+        Bf16Weight s = random_bf16(c.rows, c.cols, &rng);
+        std::vector<uint8_t> codes(cpu::detail::int8_panel_code_bytes(c.rows, c.cols), 7);
+        std::vector<float> scales(cpu::detail::int8_panel_scale_floats(c.rows, c.cols), 7.0f);
+        const int64_t tiles = cpu::detail::int8_panel_tiles(c.rows);
+        cpu::detail::pack_bf16_int8_panels(s.w, 0, tiles / 2, codes.data(), scales.data()); // two bands
+        cpu::detail::pack_bf16_int8_panels(s.w, tiles / 2, tiles, codes.data(), scales.data());
+        core::Weight wp = s.w;
+        wp.panel_codes = codes.data();
+        wp.panel_scales = scales.data();
+        const int64_t n_pad = (c.n + 7) / 8 * 8, out = c.rows - c.r0, ldy = out + 1, ldx = c.cols;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        const QuantizedActs q = quantize_by_definition(x, c.n, ldx, c.cols, n_pad);
+        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
+        for (const cpu::detail::GemmQTable* t : {&emu, &hw}) {
+            if (t->bf16 == nullptr) continue;
+            SCOPED_TRACE(t == &emu ? "emulated" : "real");
+            std::vector<float> want(c.n * ldy, -7.0f), got(c.n * ldy, -7.0f);
+            MatmulArgs a{x.data(), c.n, ldx, &s.w, c.r0, c.rows, want.data(), ldy, nullptr, Numerics::kFast};
+            t->bf16(a, 0, out, q.xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
+            a.w = &wp;
+            a.y = got.data();
+            t->panels(a, 0, out, q.xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+            if (t == &hw && c.n >= cpu::kInt8OverBf16Tokens && !cpu::amx_supported()) {
+                // Through the dispatcher (2 threads): the `panels` kernel's bits.
+                std::vector<float> y(c.n * ldy, -7.0f);
+                core::ThreadPool pool(2);
+                MatmulArgs d{x.data(), c.n, ldx, &wp, c.r0, c.rows, y.data(), ldy, &pool, Numerics::kFast};
+                cpu::matmul_isa(d, cpu::Isa::kAvx512);
+                for (int64_t i = 0; i < c.n; ++i)
+                    for (int64_t r = 0; r < out; ++r)
+                        ASSERT_EQ(y[i * ldy + r], got[i * ldy + r]) << "token " << i << " row " << r;
+            }
         }
     }
 }

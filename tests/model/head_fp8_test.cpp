@@ -3,15 +3,21 @@
 // under fast (and only then, unless --head-fp8 says otherwise), and the logits of every golden prompt of the
 // tiny models stay within a stated bound of the transformers goldens (the exact numerics' reference).
 
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 
 #include "golden_util.h"
+#include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/linear.h"
 #include "model/deepseek_v41/model.h"
 #include "model/lm_head.h"
 #include "model/sequence_runner.h"
 #include "weights/quantize.h"
+#include "weights/safetensors_writer.h"
 
 namespace deepinfer::testing {
 namespace {
@@ -131,6 +137,63 @@ TEST(HeadFp8, StoredFp8IsReturnedAsIs) {
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     EXPECT_EQ(w->block_rows, 32); // the stored blocks, not requantized
     EXPECT_EQ((*ck)->requantized_bytes(), 0u);
+}
+
+// Under fast, where the CPU takes them (head_int8_panels), a BF16 head bound as FP8 blocks also carries its
+// int8 panels: pack_bf16_int8_panels' bytes for the tiles of its rows, counted in resident_bytes. An F32
+// head, and any head elsewhere, carries none.
+TEST(HeadFp8, Int8PanelsBesideABf16Head) {
+    namespace kd = kernels::cpu::detail;
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("di_head_panels_" + std::to_string(::getpid()))).string();
+    std::filesystem::create_directories(dir);
+    constexpr int64_t kRows = 2 * kd::kQRowTile + 7, kCols = 256;
+    std::vector<uint16_t> bf(kRows * kCols);
+    std::vector<float> f32(kRows * kCols);
+    for (size_t i = 0; i < bf.size(); ++i) {
+        f32[i] = std::sin(0.37f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 97));
+        bf[i] = core::f32_to_bf16(f32[i]);
+    }
+    weights::SafetensorsWriter sw;
+    sw.add("head.weight", core::DType::kBF16, core::Shape{kRows, kCols}, bf.data());
+    sw.add_f32("f32head.weight", core::Shape{kRows, kCols}, f32);
+    ASSERT_TRUE(sw.write(dir + "/model.safetensors").ok());
+    const weights::QuantizationConfig q;
+    // The expected panels, from the stored BF16 weight.
+    core::Weight src;
+    src.format = core::WeightFormat::kBF16;
+    src.data = bf.data();
+    src.rows = kRows;
+    src.cols = kCols;
+    const int64_t code_bytes = kd::int8_panel_code_bytes(kRows, kCols);
+    std::vector<uint8_t> want(code_bytes);
+    std::vector<float> want_s(kd::int8_panel_scale_floats(kRows, kCols));
+    kd::pack_bf16_int8_panels(src, 0, kd::int8_panel_tiles(kRows), want.data(), want_s.data());
+    for (const int64_t row_begin : {int64_t{0}, kd::kQRowTile}) {
+        SCOPED_TRACE("row_begin " + std::to_string(row_begin));
+        ScopedHeadMode mode(Numerics::kFast, HeadFp8::kAuto);
+        auto ck = weights::Checkpoint::open(dir);
+        ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+        auto w = model::bind_lm_head(**ck, "head", kRows, kCols, q, row_begin, kRows);
+        ASSERT_TRUE(w.ok()) << w.status().to_string();
+        EXPECT_EQ(w->format, core::WeightFormat::kFp8Block);
+        auto wf = model::bind_lm_head(**ck, "f32head", kRows, kCols, q);
+        ASSERT_TRUE(wf.ok()) << wf.status().to_string();
+        EXPECT_EQ(wf->panel_codes, nullptr);
+        if (!model::head_int8_panels()) {
+            EXPECT_EQ(w->panel_codes, nullptr);
+            EXPECT_EQ(w->resident_bytes(), w->stored_bytes());
+            continue;
+        }
+        ASSERT_NE(w->panel_codes, nullptr);
+        EXPECT_EQ(w->panel_bytes, code_bytes + 4 * static_cast<int64_t>(want_s.size()));
+        EXPECT_EQ(w->resident_bytes(), w->stored_bytes() + w->panel_bytes);
+        const int64_t from = row_begin / kd::kQRowTile * kd::kQRowTile * kCols; // the tiles of its rows
+        EXPECT_TRUE(std::equal(want.begin() + from, want.end(), w->panel_codes + from));
+        const int64_t sfrom = from / kd::kQBlock;
+        EXPECT_TRUE(std::equal(want_s.begin() + sfrom, want_s.end(), w->panel_scales + sfrom));
+    }
+    std::filesystem::remove_all(dir);
 }
 
 core::WeightFormat v4_head_format(const std::string& name) {

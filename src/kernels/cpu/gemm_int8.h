@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/weight.h"
 #include "kernels/cpu/linear_kernels.h"
 
 namespace deepinfer::kernels::cpu::detail {
@@ -49,6 +50,7 @@ struct GemmQTable {
     GemmQ8Fn fp8 = nullptr;
     GemmQ8Fn fp4 = nullptr;
     GemmQ8Fn bf16 = nullptr;
+    GemmQ8Fn panels = nullptr; // the weight's int8 panels (below) instead of decoding its data
 };
 GemmQTable avx512_vnni_gemm_table();
 // The same with FP8, BF16 and FP4 (blocks whose group scales folded) through AMX tiles (tdpbusd) instead of
@@ -70,5 +72,25 @@ int fp8_requant_step_log2(uint8_t max_code);
 // that 127 / amax would overflow) is all q = 0. Scalar; the harness checks the kernel against it.
 constexpr float kBf16RequantMin = 0x1p-120f;
 float bf16_requant_block(const uint16_t* w, int8_t* q);
+
+// Int8 panels: a weight's rows pre-decoded once (at load) into the panels these GEMMs otherwise decode per
+// call (core::Weight::panel_codes / panel_scales). Row tile t (rows [t kQRowTile, (t + 1) kQRowTile)) and
+// 128-column block kb (nkb = cols / 128 of them) start at panel p = t nkb + kb: codes[p kQRowTile kQBlock +
+// m kQBlock + c] = int8 + 128 of row m, column c of the block (u8, as in a decoded panel), scales[p
+// kQRowTile + m] its scale. The last tile is whole (rows past the weight's are zero). From BF16 weights the
+// values are bf16_requant_block's, so the `panels` GEMM's results are the `bf16` GEMM's on the BF16 weight,
+// bit for bit: the same int8 values and scales, the same microkernel.
+inline int64_t int8_panel_tiles(int64_t rows) {
+    return (rows + kQRowTile - 1) / kQRowTile;
+}
+inline int64_t int8_panel_code_bytes(int64_t rows, int64_t cols) {
+    return int8_panel_tiles(rows) * kQRowTile * cols;
+}
+inline int64_t int8_panel_scale_floats(int64_t rows, int64_t cols) {
+    return int8_panel_tiles(rows) * kQRowTile * (cols / kQBlock);
+}
+// Writes the panels of row tiles [t0, t1) of the BF16 weight w (cols % 128 == 0) into codes / scales (laid
+// out for all of w's tiles). Scalar (bf16_requant_block per row and block): for load time, on any CPU.
+void pack_bf16_int8_panels(const core::Weight& w, int64_t t0, int64_t t1, uint8_t* codes, float* scales);
 
 } // namespace deepinfer::kernels::cpu::detail

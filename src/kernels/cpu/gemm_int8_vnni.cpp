@@ -35,7 +35,7 @@ inline float e8m0(uint8_t s) {
 }
 
 // The weights a panel is decoded from.
-enum class Src { kFp8, kFp4, kBf16 };
+enum class Src { kFp8, kFp4, kBf16, kPanels };
 
 constexpr int kSteps = 15; // step_log2 in [-3, 11]
 
@@ -61,8 +61,9 @@ const Fp8Tables& fp8_tables() {
 // row. A row whose 128 columns share one scale (FP8; FP4 whose group scales were folded into its int8)
 // keeps it at [m * 4]. FP8 panel rows are in column order, FP4 rows in the order panel_dword gives.
 struct Panel {
-    int8_t* w;    // [kQRowTile, kQBlock]
-    float* scale; // [kQRowTile, 4]
+    int8_t* w;      // [kQRowTile, kQBlock]
+    float* scale;   // [kQRowTile, ss]: row m's group g at m * ss + g (the decoders below write ss = 4)
+    int64_t ss = 4; // 1: a panel pre-decoded at load (gemm_int8.h, "int8 panels"; read only)
 };
 
 // FP4 e2m1, 32-column groups. 2 x e2m1 is an exact int8 in [-12, 12]. When a row's four group scales in a
@@ -413,7 +414,7 @@ void micro(const Panel& p, int64_t m0, const int8_t* xq, const int32_t* seed, in
             const __m512 xsv = _mm512_loadu_ps(xs + v * 16);
             for (int m = 0; m < MR; ++m) {
                 float* c = ct + m * n_pad + v * 16;
-                const __m512 s = _mm512_mul_ps(_mm512_set1_ps(p.scale[(m0 + m) * 4 + g]), xsv);
+                const __m512 s = _mm512_mul_ps(_mm512_set1_ps(p.scale[(m0 + m) * p.ss + g]), xsv);
                 _mm512_storeu_ps(c, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m][v]), s, _mm512_loadu_ps(c)));
             }
         }
@@ -421,7 +422,7 @@ void micro(const Panel& p, int64_t m0, const int8_t* xq, const int32_t* seed, in
             const __m256 xsv = _mm256_loadu_ps(xs + NV * 16);
             for (int m = 0; m < MR; ++m) {
                 float* c = ct + m * n_pad + NV * 16;
-                const __m256 s = _mm256_mul_ps(_mm256_set1_ps(p.scale[(m0 + m) * 4 + g]), xsv);
+                const __m256 s = _mm256_mul_ps(_mm256_set1_ps(p.scale[(m0 + m) * p.ss + g]), xsv);
                 _mm256_storeu_ps(c, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acch[m]), s, _mm256_loadu_ps(c)));
             }
         }
@@ -499,7 +500,7 @@ inline void amx_epilogue(const int32_t* cb, const Panel& p, int64_t m0, int64_t 
     for (int64_t m = 0; m < mr; ++m) {
         float* c = ct + (m0 + m) * n_pad;
         const __m512i acc = _mm512_add_epi32(_mm512_load_si512(cb + m * 16), seed);
-        const __m512 s = _mm512_mul_ps(_mm512_set1_ps(p.scale[(m0 + m) * 4]), xsv);
+        const __m512 s = _mm512_mul_ps(_mm512_set1_ps(p.scale[(m0 + m) * p.ss]), xsv);
         _mm512_mask_storeu_ps(c, k, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, _mm512_maskz_loadu_ps(k, c)));
     }
 }
@@ -552,7 +553,7 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
     float* ct = scratch;                                           // [kQRowTile, n_pad]
     float* scale = ct + kQRowTile * n_pad;                         // [kQRowTile, 4]
     int8_t* wq = reinterpret_cast<int8_t*>(scale + kQRowTile * 4); // [kQRowTile, kQBlock]
-    const Panel p{wq, scale};
+    const Panel scratch_panel{wq, scale};
     constexpr bool kFp4 = kSrc == Src::kFp4;
     // FP4 panels: decode_fp4_panel's interleaved order for VNNI, column order for the AMX variant (its tiles
     // and the per-group VNNI microkernel both read it then).
@@ -580,7 +581,20 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
         }
         for (int64_t kb = 0; kb < nkb; ++kb) {
             bool one_scale = true;
-            if constexpr (kFp4) {
+            Panel p = scratch_panel;
+            if constexpr (kSrc == Src::kPanels) {
+                // Tile (a.row_begin + rt) / kQRowTile (a.row_begin is a multiple of it: linear.cpp), block
+                // kb.
+                const int64_t at = ((a.row_begin + rt) / kQRowTile * nkb + kb) * kQRowTile;
+                p = Panel{const_cast<int8_t*>(reinterpret_cast<const int8_t*>(w.panel_codes)) + at * kQBlock,
+                          const_cast<float*>(w.panel_scales) + at, 1};
+                // The next panel (contiguous: the next block, or the next tile's first) into L2 while this
+                // one is multiplied, as the decoders prefetch their next block.
+                if (kb + 1 < nkb || rt + kQRowTile < r1)
+                    for (int64_t l = 0; l < kQRowTile * kQBlock; l += 64)
+                        _mm_prefetch(reinterpret_cast<const char*>(p.w + kQRowTile * kQBlock + l),
+                                     _MM_HINT_T1);
+            } else if constexpr (kFp4) {
                 one_scale = decode_fp4_panel<!kFp4Order>(w, a.row_begin + rt, rows, kb, p);
             } else if constexpr (kSrc == Src::kBf16) {
                 decode_bf16_panel(wrow16, kb, rows, kb + 1 < nkb, p);
@@ -631,6 +645,7 @@ GemmQTable avx512_vnni_gemm_table() {
     t.fp8 = &gemm_vnni::gemm<gemm_vnni::Src::kFp8>;
     t.fp4 = &gemm_vnni::gemm<gemm_vnni::Src::kFp4>;
     t.bf16 = &gemm_vnni::gemm<gemm_vnni::Src::kBf16>;
+    t.panels = &gemm_vnni::gemm<gemm_vnni::Src::kPanels>;
     return t;
 }
 #ifndef DEEPINFER_GEMM_INT8_EMULATED

@@ -219,6 +219,14 @@ bool fast_int8_gemm_counts(const MatmulArgs& a, Isa isa) {
 static_assert(kInt8OverBf16Tokens > kGemvMaxTokens && kAmxMinTokens > kGemvMaxTokens,
               "the int8 GEMMs never take GEMV (matmul_multi) counts");
 
+// Weights carrying int8 panels (gemm_int8.h: fast's LM head, model/lm_head.h) at the int8 GEMMs' token
+// counts, whose row range starts on a panel tile.
+bool fast_panels_fit(const MatmulArgs& a, Isa isa) {
+    const core::Weight& w = *a.w;
+    return w.panel_codes != nullptr && w.panel_scales != nullptr && w.cols % detail::kQBlock == 0 &&
+           a.row_begin % detail::kQRowTile == 0 && fast_int8_gemm_counts(a, isa);
+}
+
 // FP8-block weights whose every 128-column activation block lies inside one weight block.
 bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
     const core::Weight& w = *a.w;
@@ -648,6 +656,10 @@ void matmul_isa(const MatmulArgs& a, Isa isa) {
     const detail::KernelTable& k = table(isa);
     // Small problems are not worth waking the pool.
     const bool serial = rows * a.n * w.cols < (1 << 16) || pool->num_threads() == 1;
+    if (fast_panels_fit(a, isa)) {
+        matmul_int8(a, pool, serial, int8_gemm_table().panels);
+        return;
+    }
     if (fast_amx_bf16_fits(a, isa)) {
         if (a.n <= detail::kAmxBf16MaxTokens)
             matmul_amx_bf16(a, pool, serial);

@@ -120,7 +120,7 @@ int64_t vec_bytes(const std::vector<float>& v) {
 } // namespace
 
 int64_t ModelWeights::resident_weight_bytes() const {
-    int64_t b = embed.stored_bytes() + (head.data == embed.data ? 0 : head.stored_bytes()) +
+    int64_t b = embed.stored_bytes() + (head.data == embed.data ? 0 : head.resident_bytes()) +
                 hc_head_fn.stored_bytes() + vec_bytes(hc_head_base) + vec_bytes(hc_head_scale) +
                 vec_bytes(norm);
     auto comp = [](const CompressorWeights& c) {
