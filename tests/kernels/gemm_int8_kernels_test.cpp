@@ -360,7 +360,7 @@ TEST(GemmInt8Emulated, PanelsFromBf16MatchTheBf16KernelBitForBit) {
             a.y = got.data();
             t->panels(a, 0, out, q.xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
             EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
-            if (t == &hw && c.n >= cpu::kInt8OverBf16Tokens && !cpu::amx_supported()) {
+            if (t == &hw && c.n >= cpu::kPanelsMinTokens) {
                 // Through the dispatcher (2 threads): the `panels` kernel's bits.
                 std::vector<float> y(c.n * ldy, -7.0f);
                 core::ThreadPool pool(2);

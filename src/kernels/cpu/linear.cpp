@@ -223,8 +223,10 @@ static_assert(kInt8OverBf16Tokens > kGemvMaxTokens && kAmxMinTokens > kGemvMaxTo
 // counts, whose row range starts on a panel tile.
 bool fast_panels_fit(const MatmulArgs& a, Isa isa) {
     const core::Weight& w = *a.w;
+    const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     return w.panel_codes != nullptr && w.panel_scales != nullptr && w.cols % detail::kQBlock == 0 &&
-           a.row_begin % detail::kQRowTile == 0 && fast_int8_gemm_counts(a, isa);
+           a.row_begin % detail::kQRowTile == 0 && num == Numerics::kFast && isa == Isa::kAvx512 &&
+           fp8_int8_supported() && a.n >= kPanelsMinTokens;
 }
 
 // FP8-block weights whose every 128-column activation block lies inside one weight block.
@@ -553,7 +555,7 @@ enum class MultiPath { kNone, kGemvF32, kGemvBf16 };
 
 MultiPath multi_path(const MatmulArgs& a, Isa isa, const detail::KernelTable& k) {
     if (isa == Isa::kRef || a.n > kGemvMaxTokens || a.row_end == a.row_begin) return MultiPath::kNone;
-    if (fast_amx_bf16_fits(a, isa)) return MultiPath::kNone;
+    if (fast_panels_fit(a, isa) || fast_amx_bf16_fits(a, isa)) return MultiPath::kNone;
     if (fast_bf16_fits(a, isa)) return MultiPath::kGemvBf16;
     if (fast_fits(a, isa)) return MultiPath::kNone;
     return k.fits(a) ? MultiPath::kGemvF32 : MultiPath::kNone;

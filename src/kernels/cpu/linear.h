@@ -90,6 +90,11 @@ constexpr int64_t kAmxFp4MinTokens = 5;
 // The most tokens Numerics::kFast runs FP4 weights through the int8 GEMV on this CPU (kAmxFp4MinTokens - 1
 // where amx_supported(), else kGemvMaxTokens).
 int64_t fast_fp4_gemv_max_tokens();
+// Numerics::kFast, weights carrying int8 panels (fast's LM head off AMX, model/lm_head.h): the int8 GEMM on
+// the panels from this many tokens (no panel decode left, so it passes the BF16 GEMV from far fewer tokens
+// than kInt8OverBf16Tokens). flash2's head (129280 x 4096) in the engine, Zen 4, ms per 16 forwards, GEMV /
+// panels: 2 tokens 265 / 385, 4 324 / 471, 6 408 / 553, 8 507 / 416, 16 1098 / 557, 24 1255 / 694.
+constexpr int64_t kPanelsMinTokens = 8;
 // Where amx_bf16_supported(): FP8-block and BF16 weights take the AMX-BF16 GEMM (gemm_amx_bf16.h) from this
 // many tokens, instead of the BF16 GEMV (FP8 GEMV / tiles: 3 tokens 0.65-0.69 / 0.66-0.73, 4
 // 0.83-0.85 / 0.64-0.76, 6 1.29-1.31 / 0.70; BF16 4 1.17 / 1.06-1.08) or the int8 tile GEMM (FP8 at 16:
