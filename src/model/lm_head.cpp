@@ -74,7 +74,11 @@ core::Result<core::Weight> bind_lm_head(const weights::Checkpoint& ckpt, const s
                                                               kHeadFp8Block, q, row_begin, row_end));
     namespace kd = kernels::cpu::detail;
     // Int8 panels from a BF16 head: the FP8 copy serves the GEMV (decode), the panels the int8 GEMM.
-    if (!head_int8_panels() || w.format != core::WeightFormat::kFp8Block || cols % kd::kQBlock != 0) return w;
+    // The GEMM reads panels only for row ranges that start on a tile (a tensor-parallel rank's vocabulary
+    // rows may not): such a rank keeps the FP8 int8 GEMM, and no panels are made for it.
+    if (!head_int8_panels() || w.format != core::WeightFormat::kFp8Block || cols % kd::kQBlock != 0 ||
+        row_begin % kd::kQRowTile != 0)
+        return w;
     const int64_t code_bytes = kd::int8_panel_code_bytes(rows, cols);
     const int64_t bytes = code_bytes + 4 * kd::int8_panel_scale_floats(rows, cols);
     const int64_t end = row_end < 0 ? rows : row_end;
