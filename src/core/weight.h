@@ -34,6 +34,8 @@ struct Weight {
     // Memory the owner of `data` (the checkpoint) owns; at() and every other kernel read `data`.
     const uint8_t* panel_codes = nullptr;
     const float* panel_scales = nullptr;
+    int64_t panel_row0 = 0; // the rows the panels hold: [panel_row0, panel_row0 + panel_rows), tile 0 first
+    int64_t panel_rows = 0;
     int64_t panel_bytes = 0; // codes + scales
 
     int64_t scale_rows() const { return (rows + block_rows - 1) / block_rows; }

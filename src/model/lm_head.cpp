@@ -74,31 +74,30 @@ core::Result<core::Weight> bind_lm_head(const weights::Checkpoint& ckpt, const s
                                                               kHeadFp8Block, q, row_begin, row_end));
     namespace kd = kernels::cpu::detail;
     // Int8 panels from a BF16 head: the FP8 copy serves the GEMV (decode), the panels the int8 GEMM.
-    // The GEMM reads panels only for row ranges that start on a tile (a tensor-parallel rank's vocabulary
-    // rows may not): such a rank keeps the FP8 int8 GEMM, and no panels are made for it.
-    if (!head_int8_panels() || w.format != core::WeightFormat::kFp8Block || cols % kd::kQBlock != 0 ||
-        row_begin % kd::kQRowTile != 0)
-        return w;
-    const int64_t code_bytes = kd::int8_panel_code_bytes(rows, cols);
-    const int64_t bytes = code_bytes + 4 * kd::int8_panel_scale_floats(rows, cols);
-    const int64_t end = row_end < 0 ? rows : row_end;
-    const int64_t t0 = row_begin / kd::kQRowTile, t1 = kd::int8_panel_tiles(end);
-    uint8_t* p =
-        ckpt.derived_copy(prefix, "int8 panels", rows, cols, q, core::WeightFormat::kBF16,
-                          static_cast<size_t>(bytes), [&](const core::Weight& src, uint8_t* dst) {
-                              auto* scales = reinterpret_cast<float*>(dst + code_bytes);
-                              const int64_t n = std::max(1u, std::thread::hardware_concurrency());
-                              std::vector<std::thread> th;
-                              for (int64_t i = 0; i < n; ++i)
-                                  th.emplace_back([&, i] {
-                                      kd::pack_bf16_int8_panels(src, t0 + (t1 - t0) * i / n,
-                                                                t0 + (t1 - t0) * (i + 1) / n, dst, scales);
-                                  });
-                              for (std::thread& t : th) t.join();
-                          });
+    if (!head_int8_panels() || w.format != core::WeightFormat::kFp8Block || cols % kd::kQBlock != 0) return w;
+    // The rows this rank computes (a tensor-parallel rank's vocabulary rows), tile 0 at the first of them.
+    const int64_t end = row_end < 0 ? rows : row_end, n = end - row_begin;
+    if (n <= 0) return w;
+    const int64_t code_bytes = kd::int8_panel_code_bytes(n, cols);
+    const int64_t bytes = code_bytes + 4 * kd::int8_panel_scale_floats(n, cols);
+    const int64_t tiles = kd::int8_panel_tiles(n);
+    uint8_t* p = ckpt.derived_copy(prefix, "int8 panels", rows, cols, q, core::WeightFormat::kBF16,
+                                   static_cast<size_t>(bytes), [&](const core::Weight& src, uint8_t* dst) {
+                                       auto* scales = reinterpret_cast<float*>(dst + code_bytes);
+                                       const int64_t nt = std::max(1u, std::thread::hardware_concurrency());
+                                       std::vector<std::thread> th;
+                                       for (int64_t i = 0; i < nt; ++i)
+                                           th.emplace_back([&, i] {
+                                               kd::pack_bf16_int8_panels(src, row_begin, end, tiles * i / nt,
+                                                                         tiles * (i + 1) / nt, dst, scales);
+                                           });
+                                       for (std::thread& t : th) t.join();
+                                   });
     if (p == nullptr) return w; // F32 / F16 heads keep the FP8 int8 GEMM
     w.panel_codes = p;
     w.panel_scales = reinterpret_cast<const float*>(p + code_bytes);
+    w.panel_row0 = row_begin;
+    w.panel_rows = n;
     w.panel_bytes = bytes;
     return w;
 }

@@ -329,22 +329,30 @@ TEST(GemmInt8Emulated, PanelsFromBf16MatchTheBf16KernelBitForBit) {
     std::mt19937 rng(28);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     constexpr int64_t kT = cpu::detail::kQRowTile;
+    // Panels of rows [row0, rows) (row0 > 0: a tensor-parallel rank's rows, tiles counted from it); the call
+    // computes rows [r0, rows), r0 on one of those tiles.
     struct Case {
-        int64_t rows, cols, n, r0;
+        int64_t rows, cols, n, r0, row0;
     };
-    for (const Case& c :
-         {Case{100, 256, 32, 0}, Case{2 * kT + 5, 512, 9, kT}, Case{19, 384, 72, 0}, Case{kT, 1024, 40, 0}}) {
+    for (const Case& c : {Case{100, 256, 32, 0, 0}, Case{2 * kT + 5, 512, 9, kT, 0}, Case{19, 384, 72, 0, 0},
+                          Case{kT, 1024, 40, 0, 0}, Case{2 * kT + 30, 256, 16, 17, 17},
+                          Case{2 * kT + 30, 256, 33, 17 + kT, 17}, Case{4 * kT, 384, 24, kT + 10, kT + 10},
+                          Case{5 * kT + 3, 256, 12, 3 * kT + 50, kT + 50}}) {
         SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " n=" + std::to_string(c.n) +
-                     " r0=" + std::to_string(c.r0));
+                     " r0=" + std::to_string(c.r0) + " row0=" + std::to_string(c.row0));
         Bf16Weight s = random_bf16(c.rows, c.cols, &rng);
-        std::vector<uint8_t> codes(cpu::detail::int8_panel_code_bytes(c.rows, c.cols), 7);
-        std::vector<float> scales(cpu::detail::int8_panel_scale_floats(c.rows, c.cols), 7.0f);
-        const int64_t tiles = cpu::detail::int8_panel_tiles(c.rows);
-        cpu::detail::pack_bf16_int8_panels(s.w, 0, tiles / 2, codes.data(), scales.data()); // two bands
-        cpu::detail::pack_bf16_int8_panels(s.w, tiles / 2, tiles, codes.data(), scales.data());
+        const int64_t held = c.rows - c.row0;
+        std::vector<uint8_t> codes(cpu::detail::int8_panel_code_bytes(held, c.cols), 7);
+        std::vector<float> scales(cpu::detail::int8_panel_scale_floats(held, c.cols), 7.0f);
+        const int64_t tiles = cpu::detail::int8_panel_tiles(held);
+        cpu::detail::pack_bf16_int8_panels(s.w, c.row0, c.rows, 0, tiles / 2, codes.data(), scales.data());
+        cpu::detail::pack_bf16_int8_panels(s.w, c.row0, c.rows, tiles / 2, tiles, codes.data(),
+                                           scales.data());
         core::Weight wp = s.w;
         wp.panel_codes = codes.data();
         wp.panel_scales = scales.data();
+        wp.panel_row0 = c.row0;
+        wp.panel_rows = held;
         const int64_t n_pad = (c.n + 7) / 8 * 8, out = c.rows - c.r0, ldy = out + 1, ldx = c.cols;
         std::vector<float> x(c.n * ldx);
         for (float& v : x) v = nd(rng);

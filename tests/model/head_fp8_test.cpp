@@ -140,8 +140,8 @@ TEST(HeadFp8, StoredFp8IsReturnedAsIs) {
 }
 
 // Under fast, where the CPU takes them (head_int8_panels), a BF16 head bound as FP8 blocks also carries its
-// int8 panels: pack_bf16_int8_panels' bytes for the tiles of its rows, counted in resident_bytes. An F32
-// head, and any head elsewhere, carries none.
+// int8 panels: pack_bf16_int8_panels' bytes for the rows it computes (a tensor-parallel rank's, tiles from
+// its first row), counted in resident_bytes. An F32 head, and any head elsewhere, carries none.
 TEST(HeadFp8, Int8PanelsBesideABf16Head) {
     namespace kd = kernels::cpu::detail;
     const std::string dir =
@@ -159,18 +159,21 @@ TEST(HeadFp8, Int8PanelsBesideABf16Head) {
     sw.add_f32("f32head.weight", core::Shape{kRows, kCols}, f32);
     ASSERT_TRUE(sw.write(dir + "/model.safetensors").ok());
     const weights::QuantizationConfig q;
-    // The expected panels, from the stored BF16 weight.
-    core::Weight src;
+    core::Weight src; // the stored BF16 weight
+
     src.format = core::WeightFormat::kBF16;
     src.data = bf.data();
     src.rows = kRows;
     src.cols = kCols;
-    const int64_t code_bytes = kd::int8_panel_code_bytes(kRows, kCols);
-    std::vector<uint8_t> want(code_bytes);
-    std::vector<float> want_s(kd::int8_panel_scale_floats(kRows, kCols));
-    kd::pack_bf16_int8_panels(src, 0, kd::int8_panel_tiles(kRows), want.data(), want_s.data());
-    for (const int64_t row_begin : {int64_t{0}, kd::kQRowTile}) {
+    for (const int64_t row_begin : {int64_t{0}, int64_t{50}}) { // 50: a rank's rows off the tile grid
         SCOPED_TRACE("row_begin " + std::to_string(row_begin));
+        // The expected panels of rows [row_begin, kRows), from the stored BF16 weight.
+        const int64_t held = kRows - row_begin;
+        const int64_t code_bytes = kd::int8_panel_code_bytes(held, kCols);
+        std::vector<uint8_t> want(code_bytes);
+        std::vector<float> want_s(kd::int8_panel_scale_floats(held, kCols));
+        kd::pack_bf16_int8_panels(src, row_begin, kRows, 0, kd::int8_panel_tiles(held), want.data(),
+                                  want_s.data());
         ScopedHeadMode mode(Numerics::kFast, HeadFp8::kAuto);
         auto ck = weights::Checkpoint::open(dir);
         ASSERT_TRUE(ck.ok()) << ck.status().to_string();
@@ -186,12 +189,12 @@ TEST(HeadFp8, Int8PanelsBesideABf16Head) {
             continue;
         }
         ASSERT_NE(w->panel_codes, nullptr);
+        EXPECT_EQ(w->panel_row0, row_begin);
+        EXPECT_EQ(w->panel_rows, held);
         EXPECT_EQ(w->panel_bytes, code_bytes + 4 * static_cast<int64_t>(want_s.size()));
         EXPECT_EQ(w->resident_bytes(), w->stored_bytes() + w->panel_bytes);
-        const int64_t from = row_begin / kd::kQRowTile * kd::kQRowTile * kCols; // the tiles of its rows
-        EXPECT_TRUE(std::equal(want.begin() + from, want.end(), w->panel_codes + from));
-        const int64_t sfrom = from / kd::kQBlock;
-        EXPECT_TRUE(std::equal(want_s.begin() + sfrom, want_s.end(), w->panel_scales + sfrom));
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), w->panel_codes));
+        EXPECT_TRUE(std::equal(want_s.begin(), want_s.end(), w->panel_scales));
     }
     std::filesystem::remove_all(dir);
 }

@@ -43,7 +43,8 @@ float bf16_requant_block(const uint16_t* w, int8_t* q) {
     return amax / 127.0f;
 }
 
-void pack_bf16_int8_panels(const core::Weight& w, int64_t t0, int64_t t1, uint8_t* codes, float* scales) {
+void pack_bf16_int8_panels(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1,
+                           uint8_t* codes, float* scales) {
     const int64_t nkb = w.cols / kQBlock;
     const auto* data = static_cast<const uint16_t*>(w.data);
     int8_t q[kQBlock];
@@ -51,9 +52,9 @@ void pack_bf16_int8_panels(const core::Weight& w, int64_t t0, int64_t t1, uint8_
         for (int64_t kb = 0; kb < nkb; ++kb) {
             const int64_t p = (t * nkb + kb) * kQRowTile;
             for (int64_t m = 0; m < kQRowTile; ++m) {
-                const int64_t r = t * kQRowTile + m;
+                const int64_t r = row0 + t * kQRowTile + m;
                 uint8_t* dst = codes + (p + m) * kQBlock;
-                if (r >= w.rows) { // the last tile's rows past the weight: zero (u8 128)
+                if (r >= row_end) { // the last tile's rows past the range: zero (u8 128)
                     std::memset(dst, 0x80, kQBlock);
                     scales[p + m] = 0.0f;
                     continue;

@@ -73,13 +73,16 @@ int fp8_requant_step_log2(uint8_t max_code);
 constexpr float kBf16RequantMin = 0x1p-120f;
 float bf16_requant_block(const uint16_t* w, int8_t* q);
 
-// Int8 panels: a weight's rows pre-decoded once (at load) into the panels these GEMMs otherwise decode per
-// call (core::Weight::panel_codes / panel_scales). Row tile t (rows [t kQRowTile, (t + 1) kQRowTile)) and
-// 128-column block kb (nkb = cols / 128 of them) start at panel p = t nkb + kb: codes[p kQRowTile kQBlock +
-// m kQBlock + c] = int8 + 128 of row m, column c of the block (u8, as in a decoded panel), scales[p
-// kQRowTile + m] its scale. The last tile is whole (rows past the weight's are zero). From BF16 weights the
-// values are bf16_requant_block's, so the `panels` GEMM's results are the `bf16` GEMM's on the BF16 weight,
-// bit for bit: the same int8 values and scales, the same microkernel.
+// Int8 panels: a weight's rows [row0, row0 + rows) pre-decoded once (at load) into the panels these GEMMs
+// otherwise decode per call (core::Weight::panel_codes / panel_scales / panel_row0 / panel_rows). Row tile t
+// (rows row0 + [t kQRowTile, (t + 1) kQRowTile)) and 128-column block kb (nkb = cols / 128 of them) start
+// at panel p = t nkb + kb: codes[p kQRowTile kQBlock + m kQBlock + c] = int8 + 128 of the tile's row m,
+// column c of the block (u8, as in a decoded panel), scales[p kQRowTile + m] its scale. The last tile is
+// whole (rows past the range are zero). A row's values depend on that row alone, so the origin row0 (a
+// tensor-parallel rank's first vocabulary row) changes no result. From BF16 weights the values are
+// bf16_requant_block's, so the `panels` GEMM's results are the `bf16` GEMM's on the BF16 weight, bit for
+// bit: the same int8 values and scales, the same microkernel. The GEMM takes a call whose rows lie in the
+// range and whose first row is a tile's (linear.cpp).
 inline int64_t int8_panel_tiles(int64_t rows) {
     return (rows + kQRowTile - 1) / kQRowTile;
 }
@@ -89,8 +92,10 @@ inline int64_t int8_panel_code_bytes(int64_t rows, int64_t cols) {
 inline int64_t int8_panel_scale_floats(int64_t rows, int64_t cols) {
     return int8_panel_tiles(rows) * kQRowTile * (cols / kQBlock);
 }
-// Writes the panels of row tiles [t0, t1) of the BF16 weight w (cols % 128 == 0) into codes / scales (laid
-// out for all of w's tiles). Scalar (bf16_requant_block per row and block): for load time, on any CPU.
-void pack_bf16_int8_panels(const core::Weight& w, int64_t t0, int64_t t1, uint8_t* codes, float* scales);
+// Writes the panels of row tiles [t0, t1) of rows [row0, row_end) of the BF16 weight w (cols % 128 == 0)
+// into codes / scales (laid out for all int8_panel_tiles(row_end - row0) tiles). Scalar
+// (bf16_requant_block per row and block): for load time, on any CPU.
+void pack_bf16_int8_panels(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1,
+                           uint8_t* codes, float* scales);
 
 } // namespace deepinfer::kernels::cpu::detail

@@ -583,9 +583,8 @@ void gemm(const MatmulArgs& a, int64_t r0, int64_t r1, const int8_t* xq, const f
             bool one_scale = true;
             Panel p = scratch_panel;
             if constexpr (kSrc == Src::kPanels) {
-                // Tile (a.row_begin + rt) / kQRowTile (a.row_begin is a multiple of it: linear.cpp), block
-                // kb.
-                const int64_t at = ((a.row_begin + rt) / kQRowTile * nkb + kb) * kQRowTile;
+                // Tile (a.row_begin - panel_row0 + rt) / kQRowTile (a whole tile: linear.cpp), block kb.
+                const int64_t at = ((a.row_begin - w.panel_row0 + rt) / kQRowTile * nkb + kb) * kQRowTile;
                 p = Panel{const_cast<int8_t*>(reinterpret_cast<const int8_t*>(w.panel_codes)) + at * kQBlock,
                           const_cast<float*>(w.panel_scales) + at, 1};
                 // The next panel (contiguous: the next block, or the next tile's first) into L2 while this

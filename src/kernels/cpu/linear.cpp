@@ -219,14 +219,15 @@ bool fast_int8_gemm_counts(const MatmulArgs& a, Isa isa) {
 static_assert(kInt8OverBf16Tokens > kGemvMaxTokens && kAmxMinTokens > kGemvMaxTokens,
               "the int8 GEMMs never take GEMV (matmul_multi) counts");
 
-// Weights carrying int8 panels (gemm_int8.h: fast's LM head, model/lm_head.h) at the int8 GEMMs' token
-// counts, whose row range starts on a panel tile.
+// Weights carrying int8 panels (gemm_int8.h: fast's LM head, model/lm_head.h) from kPanelsMinTokens, for
+// rows within the panels' range starting on one of their tiles.
 bool fast_panels_fit(const MatmulArgs& a, Isa isa) {
     const core::Weight& w = *a.w;
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     return w.panel_codes != nullptr && w.panel_scales != nullptr && w.cols % detail::kQBlock == 0 &&
-           a.row_begin % detail::kQRowTile == 0 && num == Numerics::kFast && isa == Isa::kAvx512 &&
-           fp8_int8_supported() && a.n >= kPanelsMinTokens;
+           a.row_begin >= w.panel_row0 && a.row_end <= w.panel_row0 + w.panel_rows &&
+           (a.row_begin - w.panel_row0) % detail::kQRowTile == 0 && num == Numerics::kFast &&
+           isa == Isa::kAvx512 && fp8_int8_supported() && a.n >= kPanelsMinTokens;
 }
 
 // FP8-block weights whose every 128-column activation block lies inside one weight block.
