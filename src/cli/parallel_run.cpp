@@ -181,9 +181,12 @@ core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, cons
     parallel::RankIdentity id;
     DI_ASSIGN_OR_RETURN(id.checkpoint_hash, parallel::fingerprint_checkpoint_dir(model_dir));
     // The matmul numerics (--numerics / DEEPINFER_NUMERICS, taken out by main) change every result too, and
-    // so does whether the LM head is held as FP8 blocks (--head-fp8 / DEEPINFER_HEAD_FP8).
-    id.config_hash = (config_hash * 31 + static_cast<std::uint64_t>(kernels::cpu::default_numerics())) * 31 +
-                     static_cast<std::uint64_t>(model::head_as_fp8());
+    // so do whether the LM head is held as FP8 blocks (--head-fp8 / DEEPINFER_HEAD_FP8) and whether it also
+    // carries int8 panels (DEEPINFER_HEAD_PANELS, the CPU).
+    id.config_hash = ((config_hash * 31 + static_cast<std::uint64_t>(kernels::cpu::default_numerics())) * 31 +
+                      static_cast<std::uint64_t>(model::head_as_fp8())) *
+                         31 +
+                     static_cast<std::uint64_t>(model::head_int8_panels());
     id.checkpoint_label = model_dir;
     id.layout = run->layout_;
     DI_RETURN_IF_ERROR(parallel::handshake(*run->world_, id));
