@@ -153,14 +153,18 @@ core::Result<core::Weight> Checkpoint::weight(std::string_view prefix, int64_t r
     return w;
 }
 
+const SafetensorsFile& Checkpoint::file_of(const TensorInfo& t) const {
+    for (const auto& f : files_)
+        if (f->name() == t.file) return *f;
+    DI_CHECK(false) << t.file;
+    return *files_.front();
+}
+
 core::Result<const void*> Checkpoint::placed(const TensorInfo& t) const {
     std::lock_guard<std::mutex> lock(place_mu_);
     if (auto it = placed_.find(&t); it != placed_.end()) return it->second;
     if (arena_locked() == nullptr) return t.data;
-    const SafetensorsFile* file = nullptr;
-    for (const auto& f : files_)
-        if (f->name() == t.file) file = f.get();
-    DI_CHECK(file != nullptr) << t.file;
+    const SafetensorsFile* file = &file_of(t);
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     DI_ASSIGN_OR_RETURN(const void* p, arena_->copy_in(file->fd(), t.offset, t.nbytes, threads,
                                                        t.file + ": tensor '" + t.name + "'"));
@@ -226,10 +230,7 @@ core::Result<core::Weight> Checkpoint::fp8_block_weight(std::string_view prefix,
         return weight(prefix, rows, cols, q);
     }
     const TensorInfo& t = *find(std::string(prefix) + ".weight");
-    const SafetensorsFile* file = nullptr;
-    for (const auto& f : files_)
-        if (f->name() == t.file) file = f.get();
-    DI_CHECK(file != nullptr) << t.file;
+    const SafetensorsFile* file = &file_of(t);
     const int64_t row_bytes = static_cast<int64_t>(t.nbytes) / rows;
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     // Each band's stored pages are released once quantized, so the stored tensor never becomes resident
@@ -270,8 +271,7 @@ uint8_t* Checkpoint::derived_copy(std::string_view prefix, std::string_view tag,
     }
     fill(*src, dst);
     const TensorInfo& t = *find(std::string(prefix) + ".weight");
-    for (const auto& f : files_)
-        if (f->name() == t.file) f->release(t.data, t.nbytes);
+    file_of(t).release(t.data, t.nbytes);
     std::lock_guard<std::mutex> lock(place_mu_);
     derived_.emplace(key, dst);
     return dst;

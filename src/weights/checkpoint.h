@@ -107,6 +107,8 @@ private:
     // weight() before placement: views into the maps.
     core::Result<core::Weight> mapped_weight(std::string_view prefix, int64_t rows, int64_t cols,
                                              const QuantizationConfig& q) const;
+    // The mapped file t lies in.
+    const SafetensorsFile& file_of(const TensorInfo& t) const;
     // t's bytes in the arena (copied on first use).
     core::Result<const void*> placed(const TensorInfo& t) const;
     // The arena, reserved on first use; nullptr once a reservation was refused. place_mu_ held.
