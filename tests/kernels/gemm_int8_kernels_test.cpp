@@ -348,6 +348,17 @@ TEST(GemmInt8Emulated, PanelsFromBf16MatchTheBf16KernelBitForBit) {
         cpu::detail::pack_bf16_int8_panels(s.w, c.row0, c.rows, 0, tiles / 2, codes.data(), scales.data());
         cpu::detail::pack_bf16_int8_panels(s.w, c.row0, c.rows, tiles / 2, tiles, codes.data(),
                                            scales.data());
+        // The tables' vectorized pack writes the scalar pack's bytes.
+        for (const cpu::detail::GemmQTable* t : {&emu, &hw}) {
+            if (t->pack_bf16 == nullptr) continue;
+            SCOPED_TRACE(t == &emu ? "emulated pack" : "real pack");
+            std::vector<uint8_t> vcodes(codes.size(), 9);
+            std::vector<float> vscales(scales.size(), 9.0f);
+            t->pack_bf16(s.w, c.row0, c.rows, tiles / 2, tiles, vcodes.data(), vscales.data());
+            t->pack_bf16(s.w, c.row0, c.rows, 0, tiles / 2, vcodes.data(), vscales.data());
+            EXPECT_EQ(vcodes, codes);
+            EXPECT_EQ(std::memcmp(vscales.data(), scales.data(), scales.size() * sizeof(float)), 0);
+        }
         core::Weight wp = s.w;
         wp.panel_codes = codes.data();
         wp.panel_scales = scales.data();

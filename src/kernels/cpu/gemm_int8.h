@@ -51,6 +51,10 @@ struct GemmQTable {
     GemmQ8Fn fp4 = nullptr;
     GemmQ8Fn bf16 = nullptr;
     GemmQ8Fn panels = nullptr; // the weight's int8 panels (below) instead of decoding its data
+    // pack_bf16_int8_panels (below), vectorized: the same bytes (the `bf16` GEMM's panel decoder writes
+    // them). For load time where the CPU runs this table.
+    void (*pack_bf16)(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1,
+                      uint8_t* codes, float* scales) = nullptr;
 };
 GemmQTable avx512_vnni_gemm_table();
 // The same with FP8, BF16 and FP4 (blocks whose group scales folded) through AMX tiles (tdpbusd) instead of
@@ -94,7 +98,7 @@ inline int64_t int8_panel_scale_floats(int64_t rows, int64_t cols) {
 }
 // Writes the panels of row tiles [t0, t1) of rows [row0, row_end) of the BF16 weight w (cols % 128 == 0)
 // into codes / scales (laid out for all int8_panel_tiles(row_end - row0) tiles). Scalar
-// (bf16_requant_block per row and block): for load time, on any CPU.
+// (bf16_requant_block per row and block), on any CPU; the VNNI table's pack_bf16 writes the same bytes.
 void pack_bf16_int8_panels(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1,
                            uint8_t* codes, float* scales);
 

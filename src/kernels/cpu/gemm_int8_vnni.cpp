@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/weight.h"
 #include "kernels/cpu/amx_tiles.h"
@@ -257,7 +258,8 @@ void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint
 // value times 127 / amax rounded to the nearest int8 (even on ties; vcvtps2dq, as the activations'
 // quantize), stored + 128, with amax / 127 as the row's scale. Even and odd columns are converted in
 // separate vectors (the high and low halves of each dword) and packed back into column order as int16
-// before the narrowing to bytes. The next block is prefetched into L2 (as FP8's).
+// before the narrowing to bytes. The next block is prefetched into L2 (as FP8's). Also the load-time pack of
+// a BF16 weight's int8 panels (pack_bf16, below: p.ss = 1).
 void decode_bf16_panel(const uint16_t* const* wrow, int64_t kb, int64_t rows, bool next, const Panel& p) {
     const __m512i mag = _mm512_set1_epi16(0x7fff), c128 = _mm512_set1_epi8(static_cast<char>(0x80));
     const __m512i hi16 = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
@@ -290,7 +292,29 @@ void decode_bf16_panel(const uint16_t* const* wrow, int64_t kb, int64_t rows, bo
         _mm512_storeu_si512(
             pw + m * kQBlock + 64,
             _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q8[2]), q8[3], 1), c128));
-        p.scale[m * 4] = amax / 127.0f;
+        p.scale[m * p.ss] = amax / 127.0f;
+    }
+}
+
+// pack_bf16_int8_panels' bytes (gemm_int8.h, "Int8 panels"), each panel written by decode_bf16_panel, so
+// the packed values are the ones the `bf16` GEMM decodes per call, as the scalar pack's are.
+void pack_bf16(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1, uint8_t* codes,
+               float* scales) {
+    const int64_t nkb = w.cols / kQBlock;
+    const uint16_t* wrow16[kQRowTile];
+    for (int64_t t = t0; t < t1; ++t) {
+        const int64_t r = row0 + t * kQRowTile, rows = min64(kQRowTile, row_end - r);
+        for (int64_t m = 0; m < rows; ++m)
+            wrow16[m] = static_cast<const uint16_t*>(w.data) + (r + m) * w.cols;
+        for (int64_t kb = 0; kb < nkb; ++kb) {
+            const int64_t at = (t * nkb + kb) * kQRowTile;
+            decode_bf16_panel(wrow16, kb, rows, kb + 1 < nkb,
+                              Panel{reinterpret_cast<int8_t*>(codes) + at * kQBlock, scales + at, 1});
+            for (int64_t m = rows; m < kQRowTile; ++m) { // the last tile's rows past the range: zero (u8 128)
+                std::memset(codes + (at + m) * kQBlock, 0x80, kQBlock);
+                scales[at + m] = 0.0f;
+            }
+        }
     }
 }
 
@@ -645,6 +669,7 @@ GemmQTable avx512_vnni_gemm_table() {
     t.fp4 = &gemm_vnni::gemm<gemm_vnni::Src::kFp4>;
     t.bf16 = &gemm_vnni::gemm<gemm_vnni::Src::kBf16>;
     t.panels = &gemm_vnni::gemm<gemm_vnni::Src::kPanels>;
+    t.pack_bf16 = &gemm_vnni::pack_bf16;
     return t;
 }
 #ifndef DEEPINFER_GEMM_INT8_EMULATED
