@@ -11,6 +11,7 @@
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step_sync.h"
 #include "model/deepseek_v41/model.h"
+#include "model/int8_panels.h"
 #include "model/lm_head.h"
 #include "model/registry.h"
 #include "parallel/fingerprint.h"
@@ -181,12 +182,16 @@ core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, cons
     parallel::RankIdentity id;
     DI_ASSIGN_OR_RETURN(id.checkpoint_hash, parallel::fingerprint_checkpoint_dir(model_dir));
     // The matmul numerics (--numerics / DEEPINFER_NUMERICS, taken out by main) change every result too, and
-    // so do whether the LM head is held as FP8 blocks (--head-fp8 / DEEPINFER_HEAD_FP8) and whether it also
-    // carries int8 panels (DEEPINFER_HEAD_PANELS, the CPU).
-    id.config_hash = ((config_hash * 31 + static_cast<std::uint64_t>(kernels::cpu::default_numerics())) * 31 +
-                      static_cast<std::uint64_t>(model::head_as_fp8())) *
-                         31 +
-                     static_cast<std::uint64_t>(model::head_int8_panels());
+    // so do whether the LM head is held as FP8 blocks (--head-fp8 / DEEPINFER_HEAD_FP8), whether it also
+    // carries int8 panels (DEEPINFER_HEAD_PANELS, the CPU) and whether the dense FP8 weights do
+    // (DEEPINFER_DENSE_PANELS: from 8 tokens they take the int8 GEMM instead of the GEMV).
+    id.config_hash =
+        (((config_hash * 31 + static_cast<std::uint64_t>(kernels::cpu::default_numerics())) * 31 +
+          static_cast<std::uint64_t>(model::head_as_fp8())) *
+             31 +
+         static_cast<std::uint64_t>(model::head_int8_panels())) *
+            31 +
+        static_cast<std::uint64_t>(model::dense_int8_panels());
     id.checkpoint_label = model_dir;
     id.layout = run->layout_;
     DI_RETURN_IF_ERROR(parallel::handshake(*run->world_, id));

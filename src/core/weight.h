@@ -37,6 +37,10 @@ struct Weight {
     int64_t panel_row0 = 0; // the rows the panels hold: [panel_row0, panel_row0 + panel_rows), tile 0 first
     int64_t panel_rows = 0;
     int64_t panel_bytes = 0; // codes + scales
+    // true: the panels are this weight's own int8 GEMM decode (an FP8-block weight's, model/int8_panels.h),
+    // so they serve exactly the calls that GEMM would take (the same bits, less work); false: decoded from
+    // another source (fast's LM head: its BF16 weights), served from kernels::cpu::kPanelsMinTokens.
+    bool panels_are_decode = false;
 
     int64_t scale_rows() const { return (rows + block_rows - 1) / block_rows; }
     int64_t scale_cols() const { return (cols + block_cols - 1) / block_cols; }

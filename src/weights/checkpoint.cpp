@@ -180,8 +180,9 @@ HugePageArena* Checkpoint::arena_locked() const {
         // copy page-aligned. A weight quantized to FP8 at load is at most as large as its stored form (one
         // byte per element from two or four, plus a scale per block) and is never copied as stored too; with
         // a derived_copy beside it (e.g. int8 panels, about 1 + 1/32 bytes per element) the two may pass the
-        // stored form by a few percent: an eighth more address space (reserved, not resident) covers that.
-        auto arena = HugePageArena::reserve(mapped_bytes() + mapped_bytes() / 8 + tensors_.size() * 4096);
+        // stored form by a few percent, and a stored FP8 weight with panels (derived_bytes) takes about
+        // twice its bytes: half as much address space again (reserved, not resident) covers that.
+        auto arena = HugePageArena::reserve(mapped_bytes() + mapped_bytes() / 2 + tensors_.size() * 4096);
         if (!arena.ok()) {
             DI_LOG(Warn) << dir_ << ": " << arena.status().message()
                          << "; weights stay mapped from the files";
@@ -253,13 +254,22 @@ uint8_t* Checkpoint::derived_copy(std::string_view prefix, std::string_view tag,
                                   const DeriveFn& fill) const {
     DI_CHECK(format == core::WeightFormat::kF32 || format == core::WeightFormat::kBF16 ||
              format == core::WeightFormat::kF16);
+    auto src = mapped_weight(prefix, rows, cols, q);
+    if (!src.ok() || src->format != format) return nullptr;
+    return derived_bytes(prefix, tag, bytes, [&](uint8_t* dst) {
+        fill(*src, dst);
+        const TensorInfo& t = *find(std::string(prefix) + ".weight");
+        file_of(t).release(t.data, t.nbytes);
+    });
+}
+
+uint8_t* Checkpoint::derived_bytes(std::string_view prefix, std::string_view tag, size_t bytes,
+                                   const std::function<void(uint8_t* dst)>& fill) const {
     const std::string key = std::string(prefix) + "/" + std::string(tag);
     {
         std::lock_guard<std::mutex> lock(place_mu_);
         if (auto it = derived_.find(key); it != derived_.end()) return it->second;
     }
-    auto src = mapped_weight(prefix, rows, cols, q);
-    if (!src.ok() || src->format != format) return nullptr;
     uint8_t* dst = nullptr;
     {
         std::lock_guard<std::mutex> lock(place_mu_);
@@ -269,9 +279,7 @@ uint8_t* Checkpoint::derived_copy(std::string_view prefix, std::string_view tag,
         DI_LOG(Warn) << dir_ << ": tensor '" << prefix << ".weight': no memory for its " << tag << " copy";
         return nullptr;
     }
-    fill(*src, dst);
-    const TensorInfo& t = *find(std::string(prefix) + ".weight");
-    file_of(t).release(t.data, t.nbytes);
+    fill(dst);
     std::lock_guard<std::mutex> lock(place_mu_);
     derived_.emplace(key, dst);
     return dst;

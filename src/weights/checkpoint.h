@@ -93,6 +93,11 @@ public:
     uint8_t* derived_copy(std::string_view prefix, std::string_view tag, int64_t rows, int64_t cols,
                           const QuantizationConfig& q, core::WeightFormat format, size_t bytes,
                           const DeriveFn& fill) const;
+    // `bytes` of the arena for data derived from the weight `prefix` however the caller likes (e.g. an FP8
+    // weight's int8 panels, packed from its resident copy), written by fill(dst) once: a second call with the
+    // same prefix and tag returns the first's memory. nullptr (with a warning) when the arena has no room.
+    uint8_t* derived_bytes(std::string_view prefix, std::string_view tag, size_t bytes,
+                           const std::function<void(uint8_t* dst)>& fill) const;
 
     // Sum of file bytes mapped (what resident weights cost when every page is touched).
     size_t mapped_bytes() const;

@@ -323,6 +323,25 @@ TEST(GemmInt8Emulated, Bf16KernelMatchesItsScalarDefinition) {
 // Int8 panels packed at load from a BF16 weight (gemm_int8.h, "int8 panels") give the BF16 kernel's results
 // bit for bit: emulated and real tables, row ranges starting on a panel tile, last tiles partial; and the
 // dispatcher takes them at the int8 GEMM's token counts (the same bits as the real `panels` kernel).
+// One call of the table's GEMM `stored` (its fp8 / bf16) on w and of its `panels` GEMM on wp (w with int8
+// panels) over rows [r0, w.rows) of n tokens x [n, w.cols]: the same bits. Returns the panels call's
+// output [n, ldy = w.rows - r0 + 1].
+std::vector<float> expect_panels_match(const cpu::detail::GemmQTable& t, cpu::detail::GemmQ8Fn stored,
+                                       const core::Weight& w, const core::Weight& wp,
+                                       const std::vector<float>& x, int64_t n, int64_t r0) {
+    const int64_t n_pad = (n + 7) / 8 * 8, out = w.rows - r0, ldy = out + 1, ldx = w.cols;
+    const QuantizedActs q = quantize_by_definition(x, n, ldx, w.cols, n_pad);
+    std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
+    std::vector<float> want(n * ldy, -7.0f), got(n * ldy, -7.0f);
+    MatmulArgs a{x.data(), n, ldx, &w, r0, w.rows, want.data(), ldy, nullptr, Numerics::kFast};
+    stored(a, 0, out, q.xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
+    a.w = &wp;
+    a.y = got.data();
+    t.panels(a, 0, out, q.xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+    return got;
+}
+
 TEST(GemmInt8Emulated, PanelsFromBf16MatchTheBf16KernelBitForBit) {
     if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
     const auto [emu, hw, real] = vnni_tables();
@@ -364,21 +383,13 @@ TEST(GemmInt8Emulated, PanelsFromBf16MatchTheBf16KernelBitForBit) {
         wp.panel_scales = scales.data();
         wp.panel_row0 = c.row0;
         wp.panel_rows = held;
-        const int64_t n_pad = (c.n + 7) / 8 * 8, out = c.rows - c.r0, ldy = out + 1, ldx = c.cols;
+        const int64_t out = c.rows - c.r0, ldy = out + 1, ldx = c.cols;
         std::vector<float> x(c.n * ldx);
         for (float& v : x) v = nd(rng);
-        const QuantizedActs q = quantize_by_definition(x, c.n, ldx, c.cols, n_pad);
-        std::vector<float> scratch(cpu::detail::int8_scratch_floats(n_pad));
         for (const cpu::detail::GemmQTable* t : {&emu, &hw}) {
             if (t->bf16 == nullptr) continue;
             SCOPED_TRACE(t == &emu ? "emulated" : "real");
-            std::vector<float> want(c.n * ldy, -7.0f), got(c.n * ldy, -7.0f);
-            MatmulArgs a{x.data(), c.n, ldx, &s.w, c.r0, c.rows, want.data(), ldy, nullptr, Numerics::kFast};
-            t->bf16(a, 0, out, q.xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
-            a.w = &wp;
-            a.y = got.data();
-            t->panels(a, 0, out, q.xq.data(), q.xs.data(), q.seed.data(), n_pad, scratch.data());
-            EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+            const std::vector<float> got = expect_panels_match(*t, t->bf16, s.w, wp, x, c.n, c.r0);
             if (t == &hw && c.n >= cpu::kPanelsMinTokens) {
                 // Through the dispatcher (2 threads): the `panels` kernel's bits.
                 std::vector<float> y(c.n * ldy, -7.0f);
@@ -389,6 +400,74 @@ TEST(GemmInt8Emulated, PanelsFromBf16MatchTheBf16KernelBitForBit) {
                     for (int64_t r = 0; r < out; ++r)
                         ASSERT_EQ(y[i * ldy + r], got[i * ldy + r]) << "token " << i << " row " << r;
             }
+        }
+    }
+}
+
+// The dense FP8 weights' panels (model/int8_panels.h): packed by the `fp8` GEMM's decoder (emulated and
+// real tables write the same bytes), then the `panels` GEMM gives the `fp8` GEMM's results bit for bit.
+TEST(GemmInt8Emulated, PanelsFromFp8MatchTheFp8KernelBitForBit) {
+    if (!cpu::isa_supported(cpu::Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+    const auto [emu, hw, real] = vnni_tables();
+    std::mt19937 rng(29);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    constexpr int64_t kT = cpu::detail::kQRowTile;
+    struct Case {
+        int64_t rows, cols;
+        int bc; // block columns
+        int64_t n, r0;
+    };
+    for (const Case& c :
+         {Case{130, 256, 128, 32, 0}, Case{2 * kT + 5, 512, 256, 9, kT}, Case{19, 384, 128, 41, 0},
+          Case{4 * kT, 256, 128, 8, 2 * kT}, Case{300, 128, 128, 24, kT}}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " bc=" + std::to_string(c.bc) +
+                     " n=" + std::to_string(c.n) + " r0=" + std::to_string(c.r0));
+        Fp8Weight s = random_fp8(c.rows, c.cols, c.bc, &rng);
+        s.w.data = s.data.data();
+        s.w.scale = s.scale.data();
+        const int64_t tiles = cpu::detail::int8_panel_tiles(c.rows);
+        std::vector<uint8_t> codes(cpu::detail::int8_panel_code_bytes(c.rows, c.cols), 7);
+        std::vector<float> scales(cpu::detail::int8_panel_scale_floats(c.rows, c.cols), 7.0f);
+        emu.pack_fp8(s.w, 0, c.rows, 0, tiles / 2, codes.data(), scales.data());
+        emu.pack_fp8(s.w, 0, c.rows, tiles / 2, tiles, codes.data(), scales.data());
+        if (hw.pack_fp8 != nullptr) {
+            std::vector<uint8_t> hcodes(codes.size(), 9);
+            std::vector<float> hscales(scales.size(), 9.0f);
+            hw.pack_fp8(s.w, 0, c.rows, 0, tiles, hcodes.data(), hscales.data());
+            EXPECT_EQ(hcodes, codes);
+            EXPECT_EQ(std::memcmp(hscales.data(), scales.data(), scales.size() * sizeof(float)), 0);
+        }
+        core::Weight wp = s.w;
+        wp.panel_codes = codes.data();
+        wp.panel_scales = scales.data();
+        wp.panel_row0 = 0;
+        wp.panel_rows = c.rows;
+        wp.panels_are_decode = true;
+        const int64_t ldy = c.rows - c.r0 + 1, ldx = c.cols;
+        std::vector<float> x(c.n * ldx);
+        for (float& v : x) v = nd(rng);
+        for (const cpu::detail::GemmQTable* t : {&emu, &hw}) {
+            if (t->fp8 == nullptr) continue;
+            SCOPED_TRACE(t == &emu ? "emulated" : "real");
+            expect_panels_match(*t, t->fp8, s.w, wp, x, c.n, c.r0);
+        }
+        if (!real) continue;
+        // Through the dispatcher (2 threads), at every token count: the weight's results with its panels are
+        // its results without them (the panels serve only the calls its FP8 int8 GEMM takes). From
+        // kInt8OverBf16Tokens (on or past that GEMM's first count on every CPU without AMX) the panels are
+        // read: one changed scale changes the output.
+        core::ThreadPool pool(2);
+        auto run = [&](const core::Weight* w) {
+            std::vector<float> y(c.n * ldy, -7.0f);
+            MatmulArgs d{x.data(), c.n, ldx, w, c.r0, c.rows, y.data(), ldy, &pool, Numerics::kFast};
+            cpu::matmul_isa(d, cpu::Isa::kAvx512);
+            return y;
+        };
+        const std::vector<float> plain = run(&s.w), with = run(&wp);
+        EXPECT_EQ(std::memcmp(plain.data(), with.data(), plain.size() * sizeof(float)), 0);
+        if (!cpu::amx_supported() && c.n >= cpu::kInt8OverBf16Tokens) {
+            scales[(c.r0 / kT) * (c.cols / 128) * kT] *= 2.0f; // row r0's first block
+            EXPECT_NE(run(&wp)[0], with[0]);
         }
     }
 }

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 
@@ -14,6 +15,7 @@
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/linear.h"
 #include "model/deepseek_v41/model.h"
+#include "model/int8_panels.h"
 #include "model/lm_head.h"
 #include "model/sequence_runner.h"
 #include "weights/quantize.h"
@@ -196,6 +198,63 @@ TEST(HeadFp8, Int8PanelsBesideABf16Head) {
         EXPECT_TRUE(std::equal(want.begin(), want.end(), w->panel_codes));
         EXPECT_TRUE(std::equal(want_s.begin(), want_s.end(), w->panel_scales));
     }
+    std::filesystem::remove_all(dir);
+}
+
+// The dense FP8 weights' int8 panels (model/int8_panels.h): an FP8-block weight gets the `fp8` GEMM's
+// panels of all its rows (the VNNI table's pack_fp8, tile 0 at row 0), counted in resident_bytes, packed
+// once per tensor; a BF16 weight, and FP8 blocks that are not whole 128-column blocks, get none.
+TEST(DensePanels, AttachedToFp8BlockWeightsOnly) {
+    namespace kd = kernels::cpu::detail;
+    if (!kernels::cpu::fp8_int8_supported()) GTEST_SKIP() << "no VNNI + VBMI: the pack needs the int8 GEMM";
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("di_dense_panels_" + std::to_string(::getpid()))).string();
+    std::filesystem::create_directories(dir);
+    constexpr int64_t kRows = 2 * kd::kQRowTile + 7, kCols = 256, kNarrow = 96;
+    std::vector<uint16_t> a(kRows * kCols), b(40 * kNarrow);
+    for (size_t i = 0; i < a.size(); ++i)
+        a[i] =
+            core::f32_to_bf16(std::sin(0.37f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 97)));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = core::f32_to_bf16(std::cos(0.11f * static_cast<float>(i)));
+    weights::SafetensorsWriter sw;
+    sw.add("a.weight", core::DType::kBF16, core::Shape{kRows, kCols}, a.data());
+    sw.add("b.weight", core::DType::kBF16, core::Shape{40, kNarrow}, b.data());
+    ASSERT_TRUE(sw.write(dir + "/model.safetensors").ok());
+    const weights::QuantizationConfig q;
+    auto ck = weights::Checkpoint::open(dir);
+    ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+    auto wa = (*ck)->fp8_block_weight("a", kRows, kCols, 128, 128, q);
+    ASSERT_TRUE(wa.ok()) << wa.status().to_string();
+    ASSERT_EQ(wa->format, core::WeightFormat::kFp8Block);
+    core::Weight w = *wa;
+    model::attach_fp8_int8_panels(**ck, "a", &w);
+    ASSERT_NE(w.panel_codes, nullptr);
+    const int64_t tiles = kd::int8_panel_tiles(kRows), code_bytes = kd::int8_panel_code_bytes(kRows, kCols);
+    std::vector<uint8_t> want(code_bytes);
+    std::vector<float> want_s(kd::int8_panel_scale_floats(kRows, kCols));
+    kd::avx512_vnni_gemm_table().pack_fp8(*wa, 0, kRows, 0, tiles, want.data(), want_s.data());
+    EXPECT_EQ(w.panel_row0, 0);
+    EXPECT_EQ(w.panel_rows, kRows);
+    EXPECT_TRUE(w.panels_are_decode);
+    EXPECT_EQ(w.panel_bytes, code_bytes + 4 * static_cast<int64_t>(want_s.size()));
+    EXPECT_EQ(w.resident_bytes(), w.stored_bytes() + w.panel_bytes);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), w.panel_codes));
+    EXPECT_EQ(std::memcmp(want_s.data(), w.panel_scales, want_s.size() * sizeof(float)), 0);
+    core::Weight again = *wa; // the same tensor again: the same memory, not a second pack
+    model::attach_fp8_int8_panels(**ck, "a", &again);
+    EXPECT_EQ(again.panel_codes, w.panel_codes);
+
+    auto stored = (*ck)->weight("a", kRows, kCols, q); // BF16 as stored
+    ASSERT_TRUE(stored.ok()) << stored.status().to_string();
+    core::Weight ws = *stored;
+    model::attach_fp8_int8_panels(**ck, "a.bf16", &ws);
+    EXPECT_EQ(ws.panel_codes, nullptr);
+    auto wb = (*ck)->fp8_block_weight("b", 40, kNarrow, 128, 128, q); // 96 columns: no whole 128-block
+    ASSERT_TRUE(wb.ok()) << wb.status().to_string();
+    core::Weight nb = *wb;
+    model::attach_fp8_int8_panels(**ck, "b", &nb);
+    EXPECT_EQ(nb.panel_codes, nullptr);
+    EXPECT_EQ(nb.resident_bytes(), nb.stored_bytes());
     std::filesystem::remove_all(dir);
 }
 

@@ -45,16 +45,22 @@ using GemmQ8Fn = void (*)(const MatmulArgs& a, int64_t r0, int64_t r1, const int
 inline int64_t gemm_q8_act_floats(int64_t n_pad, int64_t cols) {
     return cols * n_pad / 4 + cols / kQBlock * n_pad + 5 * (cols / kQBlock) * n_pad;
 }
+// Writes the int8 panels of row tiles [t0, t1) of rows [row0, row_end) of w into codes / scales ("Int8
+// panels", below).
+using PackPanelsFn = void (*)(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1,
+                              uint8_t* codes, float* scales);
 struct GemmQTable {
     GemmQuantizeFn quantize = nullptr;
     GemmQ8Fn fp8 = nullptr;
     GemmQ8Fn fp4 = nullptr;
     GemmQ8Fn bf16 = nullptr;
     GemmQ8Fn panels = nullptr; // the weight's int8 panels (below) instead of decoding its data
-    // pack_bf16_int8_panels (below), vectorized: the same bytes (the `bf16` GEMM's panel decoder writes
-    // them). For load time where the CPU runs this table.
-    void (*pack_bf16)(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1,
-                      uint8_t* codes, float* scales) = nullptr;
+    // Int8 panels (below) at load time, where the CPU runs this table. pack_bf16: pack_bf16_int8_panels,
+    // vectorized (the same bytes: the `bf16` GEMM's panel decoder writes them). pack_fp8: an FP8-block
+    // weight's (block_cols % 128 == 0) by the `fp8` GEMM's panel decoder, so the `panels` GEMM's results
+    // are the `fp8` GEMM's, bit for bit.
+    PackPanelsFn pack_bf16 = nullptr;
+    PackPanelsFn pack_fp8 = nullptr;
 };
 GemmQTable avx512_vnni_gemm_table();
 // The same with FP8, BF16 and FP4 (blocks whose group scales folded) through AMX tiles (tdpbusd) instead of
@@ -85,8 +91,11 @@ float bf16_requant_block(const uint16_t* w, int8_t* q);
 // whole (rows past the range are zero). A row's values depend on that row alone, so the origin row0 (a
 // tensor-parallel rank's first vocabulary row) changes no result. From BF16 weights the values are
 // bf16_requant_block's, so the `panels` GEMM's results are the `bf16` GEMM's on the BF16 weight, bit for
-// bit: the same int8 values and scales, the same microkernel. The GEMM takes a call whose rows lie in the
-// range and whose first row is a tile's (linear.cpp).
+// bit: the same int8 values and scales, the same microkernel. From FP8-block weights (the table's
+// pack_fp8; the dense weights under fast, model/int8_panels.h) they are the `fp8` GEMM's decode
+// (fp8_requant_code against the row's largest code in the block, scale = block scale x 2^(step - 9)), so
+// the results are that GEMM's. The GEMM takes a call whose rows lie in the range and whose first row is a
+// tile's (linear.cpp).
 inline int64_t int8_panel_tiles(int64_t rows) {
     return (rows + kQRowTile - 1) / kQRowTile;
 }

@@ -200,7 +200,8 @@ bool decode_fp4_panel(const core::Weight& w, int64_t row0, int64_t rows, int64_t
 // partial maxima, the 16 reduced together (a transposing max tree, ~3 ops per row instead of a horizontal
 // reduction each) into each row's table; then per row the table lookup (vpermi2b on the 7-bit magnitude),
 // the sign by a masked subtract from 128 (128 + q: the panel's u8), and the scale. Same int8 values and
-// scales as one row at a time. The next block prefetched into L2, as FP4's (decode_fp4_panel).
+// scales as one row at a time. The next block prefetched into L2, as FP4's (decode_fp4_panel). Also the
+// load-time pack of an FP8 weight's int8 panels (pack_panels, below: p.ss = 1).
 void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint8_t* const* srow, int64_t sb,
                       int64_t kb, int64_t rows, bool next, const Panel& p) {
     alignas(64) uint8_t tix[kQRowTile]; // row m's table: step_log2 + 3
@@ -248,7 +249,7 @@ void decode_fp8_panel(const Fp8Tables& t, const uint8_t* const* wrow, const uint
         const __m512i q1 = _mm512_mask_sub_epi8(_mm512_add_epi8(c128, a1), _mm512_movepi8_mask(b1), c128, a1);
         _mm512_storeu_si512(pw + m * kQBlock, q0);
         _mm512_storeu_si512(pw + m * kQBlock + 64, q1);
-        p.scale[m * 4] = e8m0(srow[m][sb]) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
+        p.scale[m * p.ss] = e8m0(srow[m][sb]) * bits_f32(static_cast<uint32_t>(127 + step - 9) << 23);
     }
 }
 
@@ -296,20 +297,35 @@ void decode_bf16_panel(const uint16_t* const* wrow, int64_t kb, int64_t rows, bo
     }
 }
 
-// pack_bf16_int8_panels' bytes (gemm_int8.h, "Int8 panels"), each panel written by decode_bf16_panel, so
-// the packed values are the ones the `bf16` GEMM decodes per call, as the scalar pack's are.
-void pack_bf16(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1, uint8_t* codes,
-               float* scales) {
+// A weight's int8 panels (gemm_int8.h, "Int8 panels"), each written by the panel decoder of the GEMM for
+// its format, so the packed values and scales are the ones that GEMM decodes per call: BF16 (the scalar
+// pack_bf16_int8_panels' bytes) by decode_bf16_panel, FP8 blocks by decode_fp8_panel.
+template <Src kSrc>
+void pack_panels(const core::Weight& w, int64_t row0, int64_t row_end, int64_t t0, int64_t t1, uint8_t* codes,
+                 float* scales) {
+    static_assert(kSrc == Src::kBf16 || kSrc == Src::kFp8);
     const int64_t nkb = w.cols / kQBlock;
+    const Fp8Tables& tables = fp8_tables();
+    const uint8_t* wrow[kQRowTile];
+    const uint8_t* srow[kQRowTile];
     const uint16_t* wrow16[kQRowTile];
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t r = row0 + t * kQRowTile, rows = min64(kQRowTile, row_end - r);
-        for (int64_t m = 0; m < rows; ++m)
-            wrow16[m] = static_cast<const uint16_t*>(w.data) + (r + m) * w.cols;
+        for (int64_t m = 0; m < rows; ++m) {
+            if constexpr (kSrc == Src::kBf16) {
+                wrow16[m] = static_cast<const uint16_t*>(w.data) + (r + m) * w.cols;
+            } else {
+                wrow[m] = static_cast<const uint8_t*>(w.data) + (r + m) * w.cols;
+                srow[m] = w.scale + (r + m) / w.block_rows * ((w.cols + w.block_cols - 1) / w.block_cols);
+            }
+        }
         for (int64_t kb = 0; kb < nkb; ++kb) {
             const int64_t at = (t * nkb + kb) * kQRowTile;
-            decode_bf16_panel(wrow16, kb, rows, kb + 1 < nkb,
-                              Panel{reinterpret_cast<int8_t*>(codes) + at * kQBlock, scales + at, 1});
+            const Panel p{reinterpret_cast<int8_t*>(codes) + at * kQBlock, scales + at, 1};
+            if constexpr (kSrc == Src::kBf16)
+                decode_bf16_panel(wrow16, kb, rows, kb + 1 < nkb, p);
+            else
+                decode_fp8_panel(tables, wrow, srow, kb * kQBlock / w.block_cols, kb, rows, kb + 1 < nkb, p);
             for (int64_t m = rows; m < kQRowTile; ++m) { // the last tile's rows past the range: zero (u8 128)
                 std::memset(codes + (at + m) * kQBlock, 0x80, kQBlock);
                 scales[at + m] = 0.0f;
@@ -669,7 +685,8 @@ GemmQTable avx512_vnni_gemm_table() {
     t.fp4 = &gemm_vnni::gemm<gemm_vnni::Src::kFp4>;
     t.bf16 = &gemm_vnni::gemm<gemm_vnni::Src::kBf16>;
     t.panels = &gemm_vnni::gemm<gemm_vnni::Src::kPanels>;
-    t.pack_bf16 = &gemm_vnni::pack_bf16;
+    t.pack_bf16 = &gemm_vnni::pack_panels<gemm_vnni::Src::kBf16>;
+    t.pack_fp8 = &gemm_vnni::pack_panels<gemm_vnni::Src::kFp8>;
     return t;
 }
 #ifndef DEEPINFER_GEMM_INT8_EMULATED

@@ -219,22 +219,26 @@ bool fast_int8_gemm_counts(const MatmulArgs& a, Isa isa) {
 static_assert(kInt8OverBf16Tokens > kGemvMaxTokens && kAmxMinTokens > kGemvMaxTokens,
               "the int8 GEMMs never take GEMV (matmul_multi) counts");
 
-// Weights carrying int8 panels (gemm_int8.h: fast's LM head, model/lm_head.h) from kPanelsMinTokens, for
-// rows within the panels' range starting on one of their tiles.
+// FP8-block weights whose every 128-column activation block lies inside one weight block.
+bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
+    const core::Weight& w = *a.w;
+    return fast_int8_gemm_counts(a, isa) && w.format == core::WeightFormat::kFp8Block &&
+           w.block_cols % detail::kQBlock == 0 && w.cols % detail::kQBlock == 0;
+}
+
+// Weights carrying int8 panels (gemm_int8.h), for rows within the panels' range starting on one of their
+// tiles: fast's LM head (model/lm_head.h, panels from its BF16 weights) from kPanelsMinTokens; a dense FP8
+// weight (model/int8_panels.h, panels_are_decode) exactly where its FP8 int8 GEMM runs (never on AMX,
+// whose FP8 calls take other kernels), so its results do not change (from 8 tokens it would move the
+// GEMV's calls to the int8 GEMM's coarser numerics).
 bool fast_panels_fit(const MatmulArgs& a, Isa isa) {
     const core::Weight& w = *a.w;
     const Numerics num = a.numerics == Numerics::kDefault ? default_numerics() : a.numerics;
     return w.panel_codes != nullptr && w.panel_scales != nullptr && w.cols % detail::kQBlock == 0 &&
            a.row_begin >= w.panel_row0 && a.row_end <= w.panel_row0 + w.panel_rows &&
            (a.row_begin - w.panel_row0) % detail::kQRowTile == 0 && num == Numerics::kFast &&
-           isa == Isa::kAvx512 && fp8_int8_supported() && a.n >= kPanelsMinTokens;
-}
-
-// FP8-block weights whose every 128-column activation block lies inside one weight block.
-bool fast_fp8_int8_fits(const MatmulArgs& a, Isa isa) {
-    const core::Weight& w = *a.w;
-    return fast_int8_gemm_counts(a, isa) && w.format == core::WeightFormat::kFp8Block &&
-           w.block_cols % detail::kQBlock == 0 && w.cols % detail::kQBlock == 0;
+           isa == Isa::kAvx512 && fp8_int8_supported() &&
+           (w.panels_are_decode ? !amx_supported() && fast_fp8_int8_fits(a, isa) : a.n >= kPanelsMinTokens);
 }
 
 // FP8-block (whole 128-column blocks, every block scale of the rows in amx_bf16_fp8_scale_ok's range) and

@@ -9,6 +9,7 @@
 #include "kernels/moe_plan.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/layer.h"
+#include "model/int8_panels.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -80,6 +81,8 @@ core::Result<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::
         shard.tp ? model::tp_head_rows(config.vocab_size, shard.tp->rank(), shard.tp->size())
                  : model::HeadRows{};
     DI_ASSIGN_OR_RETURN(ModelWeights w, bind_weights(*ckpt, config, range, head_rows));
+    if (model::dense_int8_panels() && !(shard.tp && shard.tp->size() > 1))
+        attach_dense_int8_panels(*ckpt, &w);
     return std::unique_ptr<DeepseekV4Model>(
         new DeepseekV4Model(std::move(ckpt), std::move(config), std::move(w), shard, range));
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "model/int8_panels.h"
 #include "model/weight_binding.h"
 
 namespace deepinfer::model::deepseek_v4 {
@@ -120,28 +121,29 @@ int64_t vec_bytes(const std::vector<float>& v) {
 } // namespace
 
 int64_t ModelWeights::resident_weight_bytes() const {
-    int64_t b = embed.stored_bytes() + (head.data == embed.data ? 0 : head.resident_bytes()) +
-                hc_head_fn.stored_bytes() + vec_bytes(hc_head_base) + vec_bytes(hc_head_scale) +
+    int64_t b = embed.resident_bytes() + (head.data == embed.data ? 0 : head.resident_bytes()) +
+                hc_head_fn.resident_bytes() + vec_bytes(hc_head_base) + vec_bytes(hc_head_scale) +
                 vec_bytes(norm);
     auto comp = [](const CompressorWeights& c) {
-        return c.wkv.stored_bytes() + c.wgate.stored_bytes() + vec_bytes(c.ape) + vec_bytes(c.norm);
+        return c.wkv.resident_bytes() + c.wgate.resident_bytes() + vec_bytes(c.ape) + vec_bytes(c.norm);
     };
     auto expert = [](const ExpertWeights& e) {
-        return e.w1.stored_bytes() + e.w2.stored_bytes() + e.w3.stored_bytes();
+        return e.w1.resident_bytes() + e.w2.resident_bytes() + e.w3.resident_bytes();
     };
     for (const LayerWeights& l : layers) {
         b += vec_bytes(l.attn_norm) + vec_bytes(l.ffn_norm);
         for (const HyperConnectionWeights* h : {&l.hc_attn, &l.hc_ffn})
-            b += h->fn.stored_bytes() + vec_bytes(h->base) + vec_bytes(h->scale);
+            b += h->fn.resident_bytes() + vec_bytes(h->base) + vec_bytes(h->scale);
         const AttentionWeights& a = l.attn;
-        b += a.wq_a.stored_bytes() + vec_bytes(a.q_norm) + a.wq_b.stored_bytes() + a.wkv.stored_bytes() +
-             vec_bytes(a.kv_norm) + a.wo_a.stored_bytes() + a.wo_b.stored_bytes() + vec_bytes(a.sink);
+        b += a.wq_a.resident_bytes() + vec_bytes(a.q_norm) + a.wq_b.resident_bytes() +
+             a.wkv.resident_bytes() + vec_bytes(a.kv_norm) + a.wo_a.resident_bytes() +
+             a.wo_b.resident_bytes() + vec_bytes(a.sink);
         if (a.has_compressor) b += comp(a.compressor);
         if (a.has_indexer)
-            b += a.indexer.wq_b.stored_bytes() + a.indexer.weights_proj.stored_bytes() +
+            b += a.indexer.wq_b.resident_bytes() + a.indexer.weights_proj.resident_bytes() +
                  comp(a.indexer.compressor);
         const MoeWeights& f = l.ffn;
-        b += f.gate.stored_bytes() + vec_bytes(f.bias) +
+        b += f.gate.resident_bytes() + vec_bytes(f.bias) +
              static_cast<int64_t>(f.tid2eid.size() * sizeof(int32_t));
         for (const ExpertWeights& e : f.experts) b += expert(e);
         if (f.has_shared) b += expert(f.shared);
@@ -188,6 +190,38 @@ Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelCo
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
         DI_RETURN_IF_ERROR(bind_layer(ckpt, l, c, range, &w.layers[l]));
     return w;
+}
+
+void attach_dense_int8_panels(const weights::Checkpoint& ckpt, ModelWeights* w) {
+    for (size_t l = 0; l < w->layers.size(); ++l) {
+        LayerWeights& lw = w->layers[l];
+        const std::string ap = "layers." + std::to_string(l) + ".attn";
+        AttentionWeights& a = lw.attn;
+        auto attach = [&ckpt](const std::string& name, core::Weight* x) {
+            model::attach_fp8_int8_panels(ckpt, name, x);
+        };
+        attach(ap + ".wq_a", &a.wq_a);
+        attach(ap + ".wq_b", &a.wq_b);
+        attach(ap + ".wkv", &a.wkv);
+        attach(ap + ".wo_a", &a.wo_a);
+        attach(ap + ".wo_b", &a.wo_b);
+        auto compressor = [&](const std::string& p, CompressorWeights* c) {
+            attach(p + ".wkv", &c->wkv);
+            attach(p + ".wgate", &c->wgate);
+        };
+        if (a.has_compressor) compressor(ap + ".compressor", &a.compressor);
+        if (a.has_indexer) {
+            attach(ap + ".indexer.wq_b", &a.indexer.wq_b);
+            attach(ap + ".indexer.weights_proj", &a.indexer.weights_proj);
+            compressor(ap + ".indexer.compressor", &a.indexer.compressor);
+        }
+        if (lw.ffn.has_shared) {
+            const std::string sp = "layers." + std::to_string(l) + ".ffn.shared_experts";
+            attach(sp + ".w1", &lw.ffn.shared.w1);
+            attach(sp + ".w2", &lw.ffn.shared.w2);
+            attach(sp + ".w3", &lw.ffn.shared.w3);
+        }
+    }
 }
 
 } // namespace deepinfer::model::deepseek_v4

@@ -108,4 +108,10 @@ struct ExpertRange {
 core::Result<ModelWeights> bind_weights(const weights::Checkpoint& ckpt, const ModelConfig& config,
                                         ExpertRange experts = {}, model::HeadRows head_rows = {});
 
+// Under model::dense_int8_panels(): int8 panels (model/int8_panels.h) for every dense FP8-block weight
+// (attention, compressors, indexer, shared expert; not the routed experts, not the head, which
+// bind_lm_head handles). Not under tensor parallelism: a rank computes a slice of rows that need not start
+// on a panel tile, and would hold panels of rows it never computes.
+void attach_dense_int8_panels(const weights::Checkpoint& ckpt, ModelWeights* w);
+
 } // namespace deepinfer::model::deepseek_v4

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "kernels/ops.h"
+#include "model/int8_panels.h"
 #include "model/sha256.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -80,6 +81,7 @@ Result<std::unique_ptr<DeepseekV41Model>> DeepseekV41Model::load(const std::stri
                  : model::HeadRows{};
     DI_ASSIGN_OR_RETURN(ModelWeights w,
                         ModelWeights::bind(*ckpt, config, range.first, range.second, head_rows));
+    if (model::dense_int8_panels() && !(shard.tp && shard.tp->size() > 1)) w.attach_dense_int8_panels(*ckpt);
     EngramHasher hasher;
     if (config.engram.enabled()) {
         const std::string hash_path = dir + "/engram_hash.safetensors";

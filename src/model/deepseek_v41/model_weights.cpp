@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "model/int8_panels.h"
 #include "model/weight_binding.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -130,6 +131,36 @@ Result<ModelWeights> ModelWeights::bind(const weights::Checkpoint& ckpt, const M
         DI_RETURN_IF_ERROR(bind_layer(ckpt, c, l, first_expert, last_expert, &w.layers[l]));
     DI_ASSIGN_OR_RETURN(w.engram_tables, EngramTable::bind_all(ckpt, c));
     return w;
+}
+
+void ModelWeights::attach_dense_int8_panels(const weights::Checkpoint& ckpt) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+        LayerWeights& lw = layers[l];
+        const std::string p = "layers." + std::to_string(l);
+        auto attach = [&ckpt](const std::string& name, core::Weight* w) {
+            model::attach_fp8_int8_panels(ckpt, name, w);
+        };
+        AttentionWeights& a = lw.attn;
+        const std::string ap = p + ".attn";
+        attach(ap + ".wq_a", &a.wq_a);
+        attach(ap + ".wq_b", &a.wq_b);
+        attach(ap + ".wkv", &a.wkv);
+        attach(ap + ".wo_a", &a.wo_a);
+        attach(ap + ".wo_b", &a.wo_b);
+        if (a.has_compressor) {
+            attach(ap + ".compressor.wkv", &a.compressor.wkv);
+            attach(ap + ".compressor.wgate", &a.compressor.wgate);
+        }
+        if (a.has_indexer) {
+            attach(ap + ".indexer.wq_b", &a.indexer.wq_b);
+            attach(ap + ".indexer.weights_proj", &a.indexer.weights_proj);
+            if (a.indexer.owns_k) attach(ap + ".indexer.wk", &a.indexer.wk);
+        }
+        attach(p + ".ffn.shared_experts.w1", &lw.ffn.shared.w1);
+        attach(p + ".ffn.shared_experts.w2", &lw.ffn.shared.w2);
+        attach(p + ".ffn.shared_experts.w3", &lw.ffn.shared.w3);
+        if (lw.has_engram) attach(p + ".engram.wkv", &lw.engram.wkv);
+    }
 }
 
 } // namespace deepinfer::model::deepseek_v41

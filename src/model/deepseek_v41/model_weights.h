@@ -88,6 +88,10 @@ struct ModelWeights {
     static core::Result<ModelWeights> bind(const weights::Checkpoint& ckpt, const ModelConfig& config,
                                            int64_t first_expert = 0, int64_t last_expert = -1,
                                            model::HeadRows head_rows = {});
+    // Under model::dense_int8_panels(): int8 panels (model/int8_panels.h) for every dense FP8-block weight
+    // (attention, compressor, indexer, shared expert, Engram; not the routed experts, not the head, which
+    // bind_lm_head handles). Not under tensor parallelism (deepseek_v4's attach_dense_int8_panels says why).
+    void attach_dense_int8_panels(const weights::Checkpoint& ckpt);
     // The most columns of any matrix a forward multiplies (the mHC `fn` weights: hc x D): what the
     // matmuls' per-thread scratch is planned for (Backend::reserve_scratch).
     int64_t max_linear_cols() const;
