@@ -183,8 +183,9 @@ core::Result<std::unique_ptr<ParallelRun>> start_parallel(const Args& args, cons
     DI_ASSIGN_OR_RETURN(id.checkpoint_hash, parallel::fingerprint_checkpoint_dir(model_dir));
     // The matmul numerics (--numerics / DEEPINFER_NUMERICS, taken out by main) change every result too, and
     // so do whether the LM head is held as FP8 blocks (--head-fp8 / DEEPINFER_HEAD_FP8), whether it also
-    // carries int8 panels (DEEPINFER_HEAD_PANELS, the CPU) and whether the dense FP8 weights do
-    // (DEEPINFER_DENSE_PANELS: from 8 tokens they take the int8 GEMM instead of the GEMV).
+    // carries int8 panels (DEEPINFER_HEAD_PANELS, the CPU). The dense FP8 weights' panels
+    // (DEEPINFER_DENSE_PANELS) change no result, only speed and memory; the ranks still agree on them, so
+    // that every rank runs the same kernels.
     id.config_hash =
         (((config_hash * 31 + static_cast<std::uint64_t>(kernels::cpu::default_numerics())) * 31 +
           static_cast<std::uint64_t>(model::head_as_fp8())) *
