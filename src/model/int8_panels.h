@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/weight.h"
+#include "kernels/cpu/gemm_int8.h"
 #include "weights/checkpoint.h"
 
 namespace deepinfer::model {
@@ -23,5 +24,15 @@ bool dense_int8_panels();
 // 128-column activation blocks (block_cols % 128 == 0, cols % 128 == 0); leaves any other weight, or one
 // the checkpoint's arena has no room for, as it is. `name`: the weight's tensor prefix (the arena key).
 void attach_fp8_int8_panels(const weights::Checkpoint& ckpt, const std::string& name, core::Weight* w);
+
+// The pieces both kinds of panels share (this file's and the LM head's, model/lm_head.cpp):
+// bytes of the panels of rows x cols (the codes, then the scales; kernels/cpu/gemm_int8.h);
+int64_t int8_panel_bytes(int64_t rows, int64_t cols);
+// rows [row0, row_end) of src packed into dst (int8_panel_bytes of them) by `pack`, tiles split over every
+// core;
+void pack_int8_panels(kernels::cpu::detail::PackPanelsFn pack, const core::Weight& src, int64_t row0,
+                      int64_t row_end, uint8_t* dst);
+// w's panels pointed at p, which holds rows [row0, row0 + rows) of w's columns.
+void point_at_int8_panels(core::Weight* w, const uint8_t* p, int64_t row0, int64_t rows);
 
 } // namespace deepinfer::model

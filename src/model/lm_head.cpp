@@ -1,13 +1,11 @@
 #include "model/lm_head.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <thread>
-#include <vector>
 
 #include "kernels/cpu/gemm_int8.h"
 #include "kernels/cpu/linear.h"
+#include "model/int8_panels.h"
 
 namespace deepinfer::model {
 namespace {
@@ -78,30 +76,15 @@ core::Result<core::Weight> bind_lm_head(const weights::Checkpoint& ckpt, const s
     // The rows this rank computes (a tensor-parallel rank's vocabulary rows), tile 0 at the first of them.
     const int64_t end = row_end < 0 ? rows : row_end, n = end - row_begin;
     if (n <= 0) return w;
-    const int64_t code_bytes = kd::int8_panel_code_bytes(n, cols);
-    const int64_t bytes = code_bytes + 4 * kd::int8_panel_scale_floats(n, cols);
-    const int64_t tiles = kd::int8_panel_tiles(n);
     // The VNNI table's pack (head_int8_panels() needs that table's CPU): the scalar pack's bytes, vectorized
     // (flash2's 129280 x 4096 head: 1.7 s of load on 2 threads scalar).
     const auto pack = kd::avx512_vnni_gemm_table().pack_bf16;
-    uint8_t* p = ckpt.derived_copy(prefix, "int8 panels", rows, cols, q, core::WeightFormat::kBF16,
-                                   static_cast<size_t>(bytes), [&](const core::Weight& src, uint8_t* dst) {
-                                       auto* scales = reinterpret_cast<float*>(dst + code_bytes);
-                                       const int64_t nt = std::max(1u, std::thread::hardware_concurrency());
-                                       std::vector<std::thread> th;
-                                       for (int64_t i = 0; i < nt; ++i)
-                                           th.emplace_back([&, i] {
-                                               pack(src, row_begin, end, tiles * i / nt, tiles * (i + 1) / nt,
-                                                    dst, scales);
-                                           });
-                                       for (std::thread& t : th) t.join();
-                                   });
+    uint8_t* p = ckpt.derived_copy(
+        prefix, "int8 panels", rows, cols, q, core::WeightFormat::kBF16,
+        static_cast<size_t>(int8_panel_bytes(n, cols)),
+        [&](const core::Weight& src, uint8_t* dst) { pack_int8_panels(pack, src, row_begin, end, dst); });
     if (p == nullptr) return w; // F32 / F16 heads keep the FP8 int8 GEMM
-    w.panel_codes = p;
-    w.panel_scales = reinterpret_cast<const float*>(p + code_bytes);
-    w.panel_row0 = row_begin;
-    w.panel_rows = n;
-    w.panel_bytes = bytes;
+    point_at_int8_panels(&w, p, row_begin, n);
     return w;
 }
 
