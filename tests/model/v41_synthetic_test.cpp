@@ -247,5 +247,35 @@ TEST(V41EngramPrefetch, JobsGiveTheRowsOfADirectGather) {
     std::filesystem::remove_all(d);
 }
 
+// resident_weight_bytes counts the weights as held (it was the checkpoint's file size before session 26,
+// whatever a rank bound): the shipped FP8 / FP4 checkpoint at about its stored size, and a rank binding
+// half the routed experts less by exactly those experts' bytes.
+TEST(V41Weights, ResidentBytesCountTheWeightsAsHeld) {
+    const std::string dir = src("models/tiny-v41-fp8");
+    auto m = DeepseekV41Model::load(dir);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    const ModelWeights& w = (*m)->weights();
+    const int64_t resident = w.resident_weight_bytes();
+    auto ck = weights::Checkpoint::open(dir);
+    ASSERT_TRUE(ck.ok());
+    const auto file = static_cast<int64_t>((*ck)->mapped_bytes());
+    EXPECT_EQ(static_cast<double>(resident), (*m)->info().resident_weight_bytes);
+    EXPECT_GT(resident, file * 8 / 10);
+    EXPECT_LT(resident, file * 11 / 10);
+
+    const ModelConfig& c = (*m)->config();
+    const int64_t half = c.n_routed_experts / 2;
+    auto part = ModelWeights::bind(**ck, c, 0, half);
+    ASSERT_TRUE(part.ok()) << part.status().to_string();
+    int64_t dropped = 0;
+    for (const LayerWeights& l : w.layers)
+        for (int64_t e = half; e < c.n_routed_experts; ++e) {
+            const ExpertWeights& x = l.ffn.experts[static_cast<size_t>(e)];
+            dropped += x.w1.resident_bytes() + x.w2.resident_bytes() + x.w3.resident_bytes();
+        }
+    EXPECT_GT(dropped, 0);
+    EXPECT_EQ(part->resident_weight_bytes(), resident - dropped);
+}
+
 } // namespace
 } // namespace deepinfer::model::deepseek_v41

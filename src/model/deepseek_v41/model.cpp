@@ -125,7 +125,7 @@ ModelInfo DeepseekV41Model::info() const {
     i.max_position_embeddings = config_.max_position_embeddings;
     for (int64_t r : config_.compress_ratios)
         if (r > 0) i.kv_block_unit = std::lcm(i.kv_block_unit, r);
-    i.resident_weight_bytes = static_cast<double>(ckpt_->mapped_bytes());
+    i.resident_weight_bytes = static_cast<double>(weights_.resident_weight_bytes());
     return i;
 }
 

@@ -98,7 +98,43 @@ Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t
     return {};
 }
 
+int64_t vec_bytes(const std::vector<float>& v) {
+    return static_cast<int64_t>(v.size() * sizeof(float));
+}
+
 } // namespace
+
+int64_t ModelWeights::resident_weight_bytes() const {
+    int64_t b =
+        embed.resident_bytes() + (head.data == embed.data ? 0 : head.resident_bytes()) + vec_bytes(norm);
+    for (const EngramTable& t : engram_tables) b += t.rows() * t.row_bytes();
+    auto comp = [](const CompressorWeights& c) {
+        return c.wkv.resident_bytes() + c.wgate.resident_bytes() + vec_bytes(c.norm);
+    };
+    auto expert = [](const ExpertWeights& e) {
+        return e.w1.resident_bytes() + e.w2.resident_bytes() + e.w3.resident_bytes();
+    };
+    for (const LayerWeights& l : layers) {
+        b += vec_bytes(l.attn_norm) + vec_bytes(l.ffn_norm);
+        for (const HcWeights* h : {&l.hc_attn, &l.hc_ffn})
+            b += h->fn.resident_bytes() + vec_bytes(h->base) + vec_bytes(h->scale);
+        const AttentionWeights& a = l.attn;
+        b += a.wq_a.resident_bytes() + vec_bytes(a.q_norm) + a.wq_b.resident_bytes() +
+             a.wkv.resident_bytes() + vec_bytes(a.kv_norm) + a.wo_a.resident_bytes() +
+             a.wo_b.resident_bytes() + vec_bytes(a.sink);
+        if (a.has_compressor) b += comp(a.compressor);
+        if (a.has_indexer) {
+            const IndexerWeights& x = a.indexer;
+            b += x.wq_b.resident_bytes() + x.weights_proj.resident_bytes() + x.wk.resident_bytes() +
+                 vec_bytes(x.k_norm);
+        }
+        const MoeWeights& f = l.ffn;
+        b += f.gate.resident_bytes() + vec_bytes(f.bias) + expert(f.shared);
+        for (const ExpertWeights& e : f.experts) b += expert(e);
+        if (l.has_engram) b += l.engram.wkv.resident_bytes() + vec_bytes(l.engram.qk_weight);
+    }
+    return b;
+}
 
 int64_t ModelWeights::max_linear_cols() const {
     int64_t m = head.cols;

@@ -92,6 +92,11 @@ struct ModelWeights {
     // (attention, compressor, indexer, shared expert, Engram; not the routed experts, not the head, which
     // bind_lm_head handles). Not under tensor parallelism (deepseek_v4's attach_dense_int8_panels says why).
     void attach_dense_int8_panels(const weights::Checkpoint& ckpt);
+    // Bytes of the weights this process holds, as they sit in memory: each bound weight's stored bytes plus
+    // its int8 panels (core::Weight::resident_bytes; fast's FP8 head counts as FP8, an expert-parallel rank
+    // only its own experts), the per-channel vectors, and the Engram tables' mapped rows (resident once
+    // gathered, as the token embedding's).
+    int64_t resident_weight_bytes() const;
     // The most columns of any matrix a forward multiplies (the mHC `fn` weights: hc x D): what the
     // matmuls' per-thread scratch is planned for (Backend::reserve_scratch).
     int64_t max_linear_cols() const;
