@@ -114,10 +114,6 @@ Status bind_layer(const weights::Checkpoint& ckpt, int64_t l, const ModelConfig&
     return Status();
 }
 
-int64_t vec_bytes(const std::vector<float>& v) {
-    return static_cast<int64_t>(v.size() * sizeof(float));
-}
-
 } // namespace
 
 int64_t ModelWeights::resident_weight_bytes() const {
@@ -127,17 +123,10 @@ int64_t ModelWeights::resident_weight_bytes() const {
     auto comp = [](const CompressorWeights& c) {
         return c.wkv.resident_bytes() + c.wgate.resident_bytes() + vec_bytes(c.ape) + vec_bytes(c.norm);
     };
-    auto expert = [](const ExpertWeights& e) {
-        return e.w1.resident_bytes() + e.w2.resident_bytes() + e.w3.resident_bytes();
-    };
     for (const LayerWeights& l : layers) {
-        b += vec_bytes(l.attn_norm) + vec_bytes(l.ffn_norm);
-        for (const HyperConnectionWeights* h : {&l.hc_attn, &l.hc_ffn})
-            b += h->fn.resident_bytes() + vec_bytes(h->base) + vec_bytes(h->scale);
+        b += vec_bytes(l.attn_norm) + vec_bytes(l.ffn_norm) + hc_bytes(l.hc_attn) + hc_bytes(l.hc_ffn);
         const AttentionWeights& a = l.attn;
-        b += a.wq_a.resident_bytes() + vec_bytes(a.q_norm) + a.wq_b.resident_bytes() +
-             a.wkv.resident_bytes() + vec_bytes(a.kv_norm) + a.wo_a.resident_bytes() +
-             a.wo_b.resident_bytes() + vec_bytes(a.sink);
+        b += attention_bytes(a);
         if (a.has_compressor) b += comp(a.compressor);
         if (a.has_indexer)
             b += a.indexer.wq_b.resident_bytes() + a.indexer.weights_proj.resident_bytes() +
@@ -145,8 +134,8 @@ int64_t ModelWeights::resident_weight_bytes() const {
         const MoeWeights& f = l.ffn;
         b += f.gate.resident_bytes() + vec_bytes(f.bias) +
              static_cast<int64_t>(f.tid2eid.size() * sizeof(int32_t));
-        for (const ExpertWeights& e : f.experts) b += expert(e);
-        if (f.has_shared) b += expert(f.shared);
+        for (const ExpertWeights& e : f.experts) b += expert_bytes(e);
+        if (f.has_shared) b += expert_bytes(f.shared);
     }
     return b;
 }

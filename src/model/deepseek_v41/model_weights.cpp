@@ -98,10 +98,6 @@ Status bind_layer(const weights::Checkpoint& ckpt, const ModelConfig& c, int64_t
     return {};
 }
 
-int64_t vec_bytes(const std::vector<float>& v) {
-    return static_cast<int64_t>(v.size() * sizeof(float));
-}
-
 } // namespace
 
 int64_t ModelWeights::resident_weight_bytes() const {
@@ -111,17 +107,10 @@ int64_t ModelWeights::resident_weight_bytes() const {
     auto comp = [](const CompressorWeights& c) {
         return c.wkv.resident_bytes() + c.wgate.resident_bytes() + vec_bytes(c.norm);
     };
-    auto expert = [](const ExpertWeights& e) {
-        return e.w1.resident_bytes() + e.w2.resident_bytes() + e.w3.resident_bytes();
-    };
     for (const LayerWeights& l : layers) {
-        b += vec_bytes(l.attn_norm) + vec_bytes(l.ffn_norm);
-        for (const HcWeights* h : {&l.hc_attn, &l.hc_ffn})
-            b += h->fn.resident_bytes() + vec_bytes(h->base) + vec_bytes(h->scale);
+        b += vec_bytes(l.attn_norm) + vec_bytes(l.ffn_norm) + hc_bytes(l.hc_attn) + hc_bytes(l.hc_ffn);
         const AttentionWeights& a = l.attn;
-        b += a.wq_a.resident_bytes() + vec_bytes(a.q_norm) + a.wq_b.resident_bytes() +
-             a.wkv.resident_bytes() + vec_bytes(a.kv_norm) + a.wo_a.resident_bytes() +
-             a.wo_b.resident_bytes() + vec_bytes(a.sink);
+        b += attention_bytes(a);
         if (a.has_compressor) b += comp(a.compressor);
         if (a.has_indexer) {
             const IndexerWeights& x = a.indexer;
@@ -129,8 +118,8 @@ int64_t ModelWeights::resident_weight_bytes() const {
                  vec_bytes(x.k_norm);
         }
         const MoeWeights& f = l.ffn;
-        b += f.gate.resident_bytes() + vec_bytes(f.bias) + expert(f.shared);
-        for (const ExpertWeights& e : f.experts) b += expert(e);
+        b += f.gate.resident_bytes() + vec_bytes(f.bias) + expert_bytes(f.shared);
+        for (const ExpertWeights& e : f.experts) b += expert_bytes(e);
         if (l.has_engram) b += l.engram.wkv.resident_bytes() + vec_bytes(l.engram.qk_weight);
     }
     return b;
