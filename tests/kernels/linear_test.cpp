@@ -332,8 +332,8 @@ TEST_P(LinearHarness, RowSplitOverThreadsIsBitIdentical) {
 
 // The fast one-token BF16-dot GEMV tile keeps its rows' sums in an L1 array (AMD) or in registers
 // (elsewhere; gemv_rows_in_l1, linear_kernels.h): the same chains in the same order, so both give the same
-// bits, on every ISA and both numerics (exact runs the same code either way). Columns: 1024 and 2048 (FP8
-// takes the tile there off AMD) and 4352 (past the one-row streams' 4096-column limit: the tile everywhere).
+// bits, on every ISA and both numerics (exact runs the same code either way). Columns: 1024, 2048 and 4352
+// (past a 4096-column row, the FP4 one-token GEMV's one-row streams end).
 TEST_P(LinearHarness, OneTokenSumsInL1OrRegistersAreBitIdentical) {
     const FormatCase& fc = GetParam();
     core::ThreadPool two(2);
@@ -368,9 +368,7 @@ TEST_P(LinearHarness, OneTokenSumsInL1OrRegistersAreBitIdentical) {
 // tiles of consecutive rows (DEEPINFER_GEMV_ROWS=tile): every row's sums are the same operations either way.
 // Odd row counts leave rows for the one-row tail; 5 tokens take two token tiles; on one thread the whole
 // weight is one run, so 1027 rows make streams of 256 rows that cross FP8 row blocks (the one-token FP8
-// streams then fold each stream's activations on their own). One exception: the fast
-// BF16 one-token GEMV reads consecutive rows one at a time (row1, its own summation order) where the streams
-// are off on Intel, so that case is held to the fast tolerance instead.
+// streams then fold each stream's activations on their own).
 TEST_P(LinearHarness, RowStreamsOrConsecutiveTilesAreBitIdentical) {
     const FormatCase& fc = GetParam();
     core::ThreadPool two(2), one(1);
@@ -398,17 +396,54 @@ TEST_P(LinearHarness, RowStreamsOrConsecutiveTilesAreBitIdentical) {
                         cpu::detail::force_row_streams(0);
                         cpu::matmul_isa(a, isa);
                         cpu::detail::force_row_streams(-1);
-                        if (fc.format == F::kBF16 && num == Numerics::kFast && n == 1) {
-                            for (int64_t i = 0; i < rows; ++i)
-                                EXPECT_NEAR(y1[i], y2[i], 1e-3f * (1.0f + std::fabs(y2[i]))) << "row " << i;
-                        } else {
-                            EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
-                        }
+                        EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
                     }
                 }
             }
         }
     }
+}
+
+// fast's BF16-dot GEMV (BF16 and FP8-block weights, where the CPU has AVX-512 BF16) sums a token's row in
+// one chain whatever the token count: alone (decode at batch 1: row streams, sums in L1 on AMD; on Intel the
+// FP8 streams with their own folds) or in a tile of 2-4 tokens of a larger call, the same bits. So a
+// request's fast logits from these weights do not depend on how many others share its step. Rows: 200 on
+// two threads, 1027 on one (streams that cross FP8 row blocks); 4096 columns: the LM head's and wq_a's.
+// AMX-BF16 forced off: where a CPU has it, it takes fast FP8 / BF16 from kAmxBf16MinTokens (another kernel).
+TEST_P(LinearHarness, FastBf16DotTokenAloneOrInATileIsBitIdentical) {
+    const FormatCase& fc = GetParam();
+    if (fc.format != F::kBF16 && fc.name != "fp8_128x128" && fc.name != "fp8_32x32")
+        GTEST_SKIP() << "not a BF16-dot GEMV format";
+    if (!cpu::bf16_supported()) GTEST_SKIP() << "no AVX-512 BF16";
+    core::ThreadPool two(2), one(1);
+    cpu::detail::force_amx_bf16_off(0);
+    std::mt19937 rng(31);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t cols : {1024, 4096}) {
+        for (int64_t rows : {200, 1027}) {
+            core::ThreadPool* pool = rows > 1000 ? &one : &two;
+            const StoredWeight sw =
+                random_weight(fc.format, rows, cols, fc.br, fc.bc, &rng, fc.lo_scale, fc.hi_scale);
+            for (int64_t n : {2, 5, 8}) {
+                SCOPED_TRACE(fc.name + " cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                             " n=" + std::to_string(n));
+                std::vector<float> x(n * cols), all(n * rows, -7.0f);
+                for (float& v : x) v = nd(rng);
+                cpu::matmul_isa(
+                    MatmulArgs{x.data(), n, cols, &sw.w, 0, rows, all.data(), rows, pool, Numerics::kFast},
+                    Isa::kAvx512);
+                for (int64_t t = 0; t < n; ++t) {
+                    std::vector<float> alone(rows, -9.0f);
+                    cpu::matmul_isa(MatmulArgs{x.data() + t * cols, 1, cols, &sw.w, 0, rows, alone.data(),
+                                               rows, pool, Numerics::kFast},
+                                    Isa::kAvx512);
+                    EXPECT_EQ(std::memcmp(alone.data(), all.data() + t * rows, rows * sizeof(float)), 0)
+                        << "token " << t;
+                }
+            }
+        }
+    }
+    cpu::detail::force_amx_bf16_off(-1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, LinearHarness, ::testing::ValuesIn(formats()),

@@ -124,49 +124,17 @@ void rows(const MatmulArgs& a, int64_t r, int64_t rs, const uint16_t* xb, float 
     }
 }
 
-// One token (decode at batch 1), one row at a time: the rows of a chunk are consecutive in memory, so the
-// chunk is one sequential stream, where a tile of 4 rows read 4 streams a row apart. Four accumulators over
-// interleaved 32-column steps hide vdpbf16ps's latency (a different summation order than the tile's one
-// accumulator per row: fast numerics only). FP8, 2 threads, distinct matrices (>= 512 MiB in all, so from
-// DRAM), alternating in one process, median GB/s tile -> one row (pairs won): 129280 x 4096 (the LM head)
-// 35.9 -> 40.9 (18 of 20); 32768 x 1024 27.5 -> 29.6 (18/20); 4096 x 2048 30.1 -> 32.1 (18/20); 2048 x
-// 4096 32.6 -> 33.8 (11/20). Past 4096 columns (8 KiB of BF16 activations per row) it lost: 4096 x 8192
-// 34.6 -> 21.0 (0/20). It reads 2 bytes of activations per weight byte where the tile reads half a byte,
-// and 16 KiB of them no longer stay in L1 beside the streamed weights.
-//
-// FP8 takes it on AMD cores only (amd_cpu). On an Intel Xeon with AVX-512 BF16 and AMX (2 vCPUs, 2026-12-02,
-// linear_bench --only decode --format fp8_128, 2 threads, 512 MiB from DRAM, 2 interleaved rounds, GB/s) the
-// one-row FP8 stream lost to the 4-row tile: 4096 columns 18.9, 18.3 -> 24.2, 25.5; 1024 columns 19.2,
-// 18.0 -> 24.7, 23.3 (flash2 fast decode 16.3-17.0 -> 19.6-21.3 tok/s). BF16 was a tie there (22.5-27.8
-// either way). Since session 23 both take the 4-row tile over row streams there (row_streams,
-// linear_kernels.h; the one-row stream where DEEPINFER_GEMV_ROWS=tile): BF16 65536 x 4096, linear_bench,
-// 2 rounds, one row -> streams 28.3, 27.6 -> 30.1, 29.9 GB/s; 262144 x 1024 a tie (32.1-32.3).
-constexpr int64_t kRow1MaxCols = 4096;
-
-template <bool kFp8> void row1(const MatmulArgs& a, int64_t r, const uint16_t* xb, float out_scale) {
-    const core::Weight& w = *a.w;
-    const int64_t cols = w.cols;
-    constexpr int64_t kBytes = kFp8 ? 1 : 2;
-    const char* row = static_cast<const char*>(w.data) + r * cols * kBytes;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t c = 0;
-    for (; c + 128 <= cols; c += 128) {
-        a0 = _mm512_dpbf16_ps(a0, load_w<kFp8>(row, c), load_bh(xb + c));
-        a1 = _mm512_dpbf16_ps(a1, load_w<kFp8>(row, c + 32), load_bh(xb + c + 32));
-        a2 = _mm512_dpbf16_ps(a2, load_w<kFp8>(row, c + 64), load_bh(xb + c + 64));
-        a3 = _mm512_dpbf16_ps(a3, load_w<kFp8>(row, c + 96), load_bh(xb + c + 96));
-    }
-    for (; c < cols; c += 32) a0 = _mm512_dpbf16_ps(a0, load_w<kFp8>(row, c), load_bh(xb + c));
-    a.y[r - a.row_begin] =
-        _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))) * out_scale;
-}
-
+// One token takes the tiles above (row streams, its sums in L1 on AMD) like any other count, so a token's
+// sums are the same chains whether it runs alone or beside up to 3 others in a tile: the same bits
+// (LinearHarness.FastBf16DotTokenAloneOrInATileIsBitIdentical). Until session 27 one token on AMD read one
+// row at a time with four interleaved accumulators (its own summation order), measured ahead of the
+// register tile in session 12 (before the row streams and the L1 sums). Against today's tile, flash2
+// `fast` decode at batch 1 (bench --prompt-len 16 --gen 32 --repeats 3, 16 alternating runs): 30.3 -> 31.5
+// tok/s median, the tile ahead in 13; its census, 4 alternating pairs: lm_head (129280 x 4096 FP8) 29.3,
+// 29.6, 36.3, 29.8 -> 32.1, 31.1, 40.9, 31.3 GB/s, `linear` mixed. bench-small (BF16, 1024 columns): a tie
+// (6 pairs). docs/kernels.md, "Session 27".
 template <bool kFp8>
 void range(const MatmulArgs& a, int64_t r, int64_t end, const uint16_t* xb, float out_scale) {
-    if (a.n == 1 && a.w->cols <= kRow1MaxCols && (amd_cpu() || (!kFp8 && !row_streams()))) {
-        for (; r < end; ++r) row1<kFp8>(a, r, xb, out_scale);
-        return;
-    }
     if (row_streams())
         r = for_row_streams(r, end, [&](int64_t j, int64_t q) { rows<kFp8, 4>(a, j, q, xb, out_scale); });
     for (; r + 4 <= end; r += 4) rows<kFp8, 4>(a, r, 1, xb, out_scale);
