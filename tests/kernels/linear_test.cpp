@@ -333,7 +333,7 @@ TEST_P(LinearHarness, RowSplitOverThreadsIsBitIdentical) {
 // The fast one-token BF16-dot GEMV tile keeps its rows' sums in an L1 array (AMD) or in registers
 // (elsewhere; gemv_rows_in_l1, linear_kernels.h): the same chains in the same order, so both give the same
 // bits, on every ISA and both numerics (exact runs the same code either way). Columns: 1024, 2048 and 4352
-// (past a 4096-column row, the FP4 one-token GEMV's one-row streams end).
+// (a width that is not a power of two).
 TEST_P(LinearHarness, OneTokenSumsInL1OrRegistersAreBitIdentical) {
     const FormatCase& fc = GetParam();
     core::ThreadPool two(2);
